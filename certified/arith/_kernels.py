@@ -21,6 +21,10 @@ import math
 import numpy as np
 from numba import njit
 
+# error_model="numpy": IEEE semantics for division (no Python ZeroDivisionError check), which
+# would otherwise stop the compiler from vectorising any loop containing a division.
+kernel = njit(cache=True, error_model="numpy")
+
 OK, OVERFLOW, DOMAIN, BROKEN = 0, 1, 2, 3
 
 U = 2.0**-53  # unit roundoff
@@ -55,21 +59,21 @@ ATANH_COEF = np.array([1.0 / (2 * i + 1) for i in range(11)])
 # --- directed rounding by Rump-Zimmermann-Boldo-Melquiond (BIT 2009) -----------------------
 
 
-@njit(cache=True)
+@kernel
 def dn(c):
     """A double <= pred(c) for finite c (hence <= any real that rounds to c)."""
     # proof: proofs/bounds.md#pred-succ
     return c - (PHI * abs(c) + ETA)
 
 
-@njit(cache=True)
+@kernel
 def up(c):
     """A double >= succ(c) for finite c (hence >= any real that rounds to c)."""
     # proof: proofs/bounds.md#pred-succ
     return c + (PHI * abs(c) + ETA)
 
 
-@njit(cache=True)
+@kernel
 def widen(y, e):
     """(lo, hi) with lo <= f <= hi whenever |y - f| <= e (1-u)^2 |y| + eta."""
     # proof: proofs/bounds.md#widening
@@ -77,107 +81,139 @@ def widen(y, e):
     return dn(y - t), up(y + t)
 
 
-@njit(cache=True)
+MAX_DOUBLE = 1.7976931348623157e308
+
+
+@kernel
 def _finite(x):
-    return abs(x) <= 1.7976931348623157e308
+    return abs(x) <= MAX_DOUBLE
+
+
+# --- output buffers -------------------------------------------------------------------------
+#
+# Each elementwise kernel is a compiled ``_*_into`` function writing into the two rows of one
+# (2, n) buffer, wrapped by a Python function of the same name without the suffix. One buffer
+# instead of two arrays halves the page faults of fresh allocations (measured: 2x faster).
+
+
+def _binary(into):
+    def kernel(al, ah, bl, bh):
+        out = np.empty((2, al.shape[0]))
+        status = into(al, ah, bl, bh, out[0], out[1])
+        return out[0], out[1], status
+
+    kernel.__name__ = into.__name__.removeprefix("_").removesuffix("_into")
+    return kernel
+
+
+def _unary(into):
+    def kernel(lo, hi):
+        out = np.empty((2, lo.shape[0]))
+        status = into(lo, hi, out[0], out[1])
+        return out[0], out[1], status
+
+    kernel.__name__ = into.__name__.removeprefix("_").removesuffix("_into")
+    return kernel
 
 
 # --- rational operations -------------------------------------------------------------------
 
 
-@njit(cache=True)
-def add(al, ah, bl, bh):
-    n = al.shape[0]
-    lo = np.empty(n)
-    hi = np.empty(n)
-    status = OK
-    for i in range(n):
-        lo[i] = dn(al[i] + bl[i])
-        hi[i] = up(ah[i] + bh[i])
-        if not (_finite(lo[i]) and _finite(hi[i])):
-            status = OVERFLOW
-    return lo, hi, status
+@kernel
+def _sum_dn_up(a, b):
+    """Lower and upper bounds of a + b: the rounded sum, moved one step only when inexact."""
+    # proof: proofs/bounds.md#two-sum (Knuth's TwoSum: s + e == a + b exactly)
+    s = a + b
+    z = s - a
+    e = (a - (s - z)) + (b - z)
+    lo = s if e >= 0.0 else dn(s)
+    hi = s if e <= 0.0 else up(s)
+    return lo, hi
 
 
-@njit(cache=True)
-def sub(al, ah, bl, bh):
-    n = al.shape[0]
-    lo = np.empty(n)
-    hi = np.empty(n)
-    status = OK
-    for i in range(n):
-        lo[i] = dn(al[i] - bh[i])
-        hi[i] = up(ah[i] - bl[i])
-        if not (_finite(lo[i]) and _finite(hi[i])):
-            status = OVERFLOW
-    return lo, hi, status
+@kernel
+def _add_into(al, ah, bl, bh, lo, hi):
+    bad = 0
+    for i in range(al.shape[0]):
+        a = _sum_dn_up(al[i], bl[i])[0]
+        b = _sum_dn_up(ah[i], bh[i])[1]
+        lo[i] = a
+        hi[i] = b
+        bad += not (_finite(a) and _finite(b))
+    return OVERFLOW if bad else OK
 
 
-@njit(cache=True)
-def mul(al, ah, bl, bh):
-    n = al.shape[0]
-    lo = np.empty(n)
-    hi = np.empty(n)
-    status = OK
-    for i in range(n):
+@kernel
+def _sub_into(al, ah, bl, bh, lo, hi):
+    bad = 0
+    for i in range(al.shape[0]):
+        a = _sum_dn_up(al[i], -bh[i])[0]
+        b = _sum_dn_up(ah[i], -bl[i])[1]
+        lo[i] = a
+        hi[i] = b
+        bad += not (_finite(a) and _finite(b))
+    return OVERFLOW if bad else OK
+
+
+@kernel
+def _mul_into(al, ah, bl, bh, lo, hi):
+    bad = 0
+    for i in range(al.shape[0]):
         p1 = al[i] * bl[i]
         p2 = al[i] * bh[i]
         p3 = ah[i] * bl[i]
         p4 = ah[i] * bh[i]
-        lo[i] = dn(min(min(p1, p2), min(p3, p4)))
-        hi[i] = up(max(max(p1, p2), max(p3, p4)))
-        if not (_finite(lo[i]) and _finite(hi[i])):
-            status = OVERFLOW
-    return lo, hi, status
+        a = dn(min(min(p1, p2), min(p3, p4)))
+        b = up(max(max(p1, p2), max(p3, p4)))
+        lo[i] = a
+        hi[i] = b
+        bad += not (_finite(a) and _finite(b))
+    return OVERFLOW if bad else OK
 
 
-@njit(cache=True)
-def div(al, ah, bl, bh):
-    n = al.shape[0]
-    lo = np.empty(n)
-    hi = np.empty(n)
-    status = OK
-    for i in range(n):
+@kernel
+def _div_into(al, ah, bl, bh, lo, hi):
+    bad = 0
+    dom = 0
+    for i in range(al.shape[0]):
         if bl[i] <= 0.0 <= bh[i]:
             lo[i] = 0.0
             hi[i] = 0.0
-            status = DOMAIN
+            dom += 1
             continue
         q1 = al[i] / bl[i]
         q2 = al[i] / bh[i]
         q3 = ah[i] / bl[i]
         q4 = ah[i] / bh[i]
-        lo[i] = dn(min(min(q1, q2), min(q3, q4)))
-        hi[i] = up(max(max(q1, q2), max(q3, q4)))
-        if not (_finite(lo[i]) and _finite(hi[i])):
-            status = max(status, OVERFLOW)
-    return lo, hi, status
+        a = dn(min(min(q1, q2), min(q3, q4)))
+        b = up(max(max(q1, q2), max(q3, q4)))
+        lo[i] = a
+        hi[i] = b
+        bad += not (_finite(a) and _finite(b))
+    return DOMAIN if dom else (OVERFLOW if bad else OK)
 
 
-@njit(cache=True)
-def sqr(lo_, hi_):
-    n = lo_.shape[0]
-    lo = np.empty(n)
-    hi = np.empty(n)
-    status = OK
-    for i in range(n):
+@kernel
+def _sqr_into(lo_, hi_, lo, hi):
+    bad = 0
+    for i in range(lo_.shape[0]):
         a = lo_[i]
         b = hi_[i]
         if a >= 0.0:
             lo[i] = max(0.0, dn(a * a))
-            hi[i] = up(b * b)
+            h = up(b * b)
         elif b <= 0.0:
             lo[i] = max(0.0, dn(b * b))
-            hi[i] = up(a * a)
+            h = up(a * a)
         else:
             lo[i] = 0.0
-            hi[i] = up(max(a * a, b * b))
-        if not _finite(hi[i]):
-            status = OVERFLOW
-    return lo, hi, status
+            h = up(max(a * a, b * b))
+        hi[i] = h
+        bad += not _finite(h)
+    return OVERFLOW if bad else OK
 
 
-@njit(cache=True)
+@kernel
 def _pow_nonneg_dn(x, k):
     # x >= 0, k >= 1: binary powering with every product rounded downward (monotone on x >= 0)
     r = 1.0
@@ -191,7 +227,7 @@ def _pow_nonneg_dn(x, k):
         b = max(0.0, dn(b * b))
 
 
-@njit(cache=True)
+@kernel
 def _pow_nonneg_up(x, k):
     r = 1.0
     b = x
@@ -204,14 +240,11 @@ def _pow_nonneg_up(x, k):
         b = up(b * b)
 
 
-@njit(cache=True)
-def pown_pos(lo_, hi_, k):
+@kernel
+def _pown_pos_into(lo_, hi_, k, lo, hi):
     """x**k for an integer k >= 1."""
-    n = lo_.shape[0]
-    lo = np.empty(n)
-    hi = np.empty(n)
-    status = OK
-    for i in range(n):
+    bad = 0
+    for i in range(lo_.shape[0]):
         a = lo_[i]
         b = hi_[i]
         if k % 2 == 1:  # increasing on R
@@ -226,121 +259,211 @@ def pown_pos(lo_, hi_, k):
         else:
             lo[i] = 0.0
             hi[i] = _pow_nonneg_up(max(-a, b), k)
-        if not (_finite(lo[i]) and _finite(hi[i])):
-            status = OVERFLOW
-    return lo, hi, status
+        bad += not (_finite(lo[i]) and _finite(hi[i]))
+    return OVERFLOW if bad else OK
 
 
-@njit(cache=True)
-def sqrt(lo_, hi_):
+def pown_pos(lo, hi, k):
+    out = np.empty((2, lo.shape[0]))
+    status = _pown_pos_into(lo, hi, k, out[0], out[1])
+    return out[0], out[1], status
+
+
+@kernel
+def _sqrt_into(lo_, hi_, lo, hi):
     # IEEE 754 square root is correctly rounded, so pred/succ of it enclose the exact root.
-    n = lo_.shape[0]
-    lo = np.empty(n)
-    hi = np.empty(n)
-    status = OK
-    for i in range(n):
-        if lo_[i] < 0.0:
-            lo[i] = 0.0
-            hi[i] = 0.0
-            status = DOMAIN
-            continue
-        lo[i] = max(0.0, dn(math.sqrt(lo_[i])))
-        hi[i] = up(math.sqrt(hi_[i]))
-    return lo, hi, status
+    dom = 0
+    for i in range(lo_.shape[0]):
+        dom += lo_[i] < 0.0
+        lo[i] = max(0.0, dn(math.sqrt(max(lo_[i], 0.0))))
+        hi[i] = up(math.sqrt(max(hi_[i], 0.0)))
+    return DOMAIN if dom else OK
+
+
+add = _binary(_add_into)
+sub = _binary(_sub_into)
+mul = _binary(_mul_into)
+div = _binary(_div_into)
+sqr = _unary(_sqr_into)
+sqrt = _unary(_sqrt_into)
 
 
 # --- exp and expm1 -------------------------------------------------------------------------
+#
+# Branch-free so that the compiler vectorises the loops: arguments are clamped into the range
+# where the kernel is valid and special cases are selected afterwards; 2^k comes from an exact
+# table; k = rint(x / ln 2) by the 1.5 * 2^52 trick (exact for |x / ln 2| < 2^51).
+
+POW2 = np.array([2.0**k for k in range(-1074, 1024)])  # exact powers of two
+POW2_OFFSET = 1074
+RINT_MAGIC = 6755399441055744.0  # 1.5 * 2^52
 
 
-@njit(cache=True)
-def _exp_point(x):
-    """(lo, hi, ok) enclosing exp(x) for a double x; ok is False on overflow."""
-    if x <= EXP_ARG_MIN:
-        return 0.0, ETA, True  # 0 < exp(x) < 2^-1074
-    if x > EXP_ARG_MAX:
-        return INF, INF, False
-    # proof: proofs/bounds.md#exp-reduction
-    k = np.rint(x * INV_LN2)
+@kernel
+def _reduce(x):
+    """k (an integer-valued double) and r ~ x - k ln 2; proof: proofs/bounds.md#exp-reduction."""
+    k = (x * INV_LN2 + RINT_MAGIC) - RINT_MAGIC
     r = (x - k * LN2_HI) - k * LN2_LO
-    if not abs(r) <= REDUCED_MAX:
-        return -INF, INF, False
-    # proof: proofs/bounds.md#exp-taylor (Horner, degree 13)
-    s = EXP_COEF[13]
-    for j in range(12, -1, -1):
-        s = s * r + EXP_COEF[j]
+    return k, r
+
+
+@kernel
+def _exp_taylor(r):
+    """sum_{i<=13} r^i / i! by Horner; proof: proofs/bounds.md#exp-taylor."""
+    c = EXP_COEF
+    s = c[13]
+    s = s * r + c[12]
+    s = s * r + c[11]
+    s = s * r + c[10]
+    s = s * r + c[9]
+    s = s * r + c[8]
+    s = s * r + c[7]
+    s = s * r + c[6]
+    s = s * r + c[5]
+    s = s * r + c[4]
+    s = s * r + c[3]
+    s = s * r + c[2]
+    s = s * r + c[1]
+    return s * r + c[0]
+
+
+@kernel
+def _expm1_taylor(r):
+    """r * sum_{i<=13} r^i / (i+1)! by Horner; proof: proofs/bounds.md#expm1."""
+    c = EXPM1_COEF
+    s = c[13]
+    s = s * r + c[12]
+    s = s * r + c[11]
+    s = s * r + c[10]
+    s = s * r + c[9]
+    s = s * r + c[8]
+    s = s * r + c[7]
+    s = s * r + c[6]
+    s = s * r + c[5]
+    s = s * r + c[4]
+    s = s * r + c[3]
+    s = s * r + c[2]
+    s = s * r + c[1]
+    s = s * r + c[0]
+    return r * s
+
+
+@kernel
+def _scale(p, k):
+    """p * 2^k for integer-valued k in [-1075, 1024] and p in [0.7, 1.42] (or |p| <= 0.42):
+    p * 2^ka is exact, the second product rounds only into the subnormal range."""
     ki = int(k)
-    # 2^k exactly; split in two factors so that neither overflows nor is subnormal
-    if ki > 1000:
-        y = (s * 2.0**1000) * math.ldexp(1.0, ki - 1000)
-    elif ki < -1000:
-        y = (s * 2.0**-1000) * math.ldexp(1.0, ki + 1000)  # may round (subnormal): abs err <= eta
-    else:
-        y = s * math.ldexp(1.0, ki)
-    lo, hi = widen(y, E_EXP)
-    return max(lo, 0.0), hi, _finite(hi)
+    ka = ki >> 1
+    kb = ki - ka
+    return (p * POW2[ka + POW2_OFFSET]) * POW2[kb + POW2_OFFSET]
 
 
-@njit(cache=True)
-def _expm1_point(x):
-    """(lo, hi, ok) enclosing exp(x) - 1 for a double x."""
-    if abs(x) <= REDUCED_MAX:
-        # proof: proofs/bounds.md#expm1-taylor : expm1(x) = x * sum_i x^i/(i+1)!
-        s = EXPM1_COEF[13]
-        for j in range(12, -1, -1):
-            s = s * x + EXPM1_COEF[j]
-        lo, hi = widen(x * s, E_EXPM1)
-        return lo, hi, True
-    el, eh, ok = _exp_point(x)
-    # exp(x) - 1 with outward rounding; expm1 > -1 always
-    return max(dn(el - 1.0), -1.0), up(eh - 1.0), ok
+@kernel
+def _exp_approx(x):
+    """(y, bad) with |y - exp(x)| <= 4.41 u y + eta for EXP_ARG_MIN < x <= EXP_ARG_MAX."""
+    xc = min(max(x, EXP_ARG_MIN), EXP_ARG_MAX)
+    k, r = _reduce(xc)
+    return _scale(_exp_taylor(r), k), abs(r) > REDUCED_MAX
 
 
-@njit(cache=True)
-def exp(lo_, hi_):
-    n = lo_.shape[0]
-    lo = np.empty(n)
-    hi = np.empty(n)
-    status = OK
-    for i in range(n):
-        a, _, ok1 = _exp_point(lo_[i])
-        _, b, ok2 = _exp_point(hi_[i])
-        lo[i] = a
-        hi[i] = b
-        if not (ok1 and ok2):
-            status = OVERFLOW
-    return lo, hi, status
+@kernel
+def _exp_into(lo_, hi_, lo, hi):
+    bad = 0
+    over = 0
+    for i in range(lo_.shape[0]):
+        a = lo_[i]
+        b = hi_[i]
+        ya, ba = _exp_approx(a)
+        yb, bb = _exp_approx(b)
+        la = max(0.0, dn(ya - (E_EXP * ya + 2.0 * ETA)))  # proof: proofs/bounds.md#widening
+        hb = up(yb + (E_EXP * yb + 2.0 * ETA))
+        lo[i] = la if a > EXP_ARG_MIN else 0.0
+        hi[i] = hb if b > EXP_ARG_MIN else ETA  # exp(b) < 2^-1074 there
+        bad += ba + bb
+        over += (b > EXP_ARG_MAX) + (not _finite(hb))
+    return BROKEN if bad else (OVERFLOW if over else OK)
 
 
-@njit(cache=True)
-def expm1(lo_, hi_):
-    n = lo_.shape[0]
-    lo = np.empty(n)
-    hi = np.empty(n)
-    status = OK
-    for i in range(n):
-        a, _, ok1 = _expm1_point(lo_[i])
-        _, b, ok2 = _expm1_point(hi_[i])
-        lo[i] = a
-        hi[i] = b
-        if not (ok1 and ok2):
-            status = OVERFLOW
-    return lo, hi, status
+@kernel
+def _expm1_approx(x):
+    """(y, bad) with |y - expm1(x)| <= 6.5 u |y| + eta for -40 <= x <= EXP_ARG_MAX.
+
+    expm1(x) = 2^k expm1(r) + (2^k - 1); for k = 0 this is the Taylor value itself, so there
+    is no cancellation near 0. proof: proofs/bounds.md#expm1
+    """
+    xc = min(max(x, -40.0), EXP_ARG_MAX)
+    k, r = _reduce(xc)
+    q = _expm1_taylor(r)
+    t = POW2[int(k) + POW2_OFFSET]  # 2^k with k in [-58, 1024]; 2^1024 is never reached here
+    return _scale(q, k) + (t - 1.0), abs(r) > REDUCED_MAX
+
+
+@kernel
+def _expm1_bounds(x):
+    """(lo, hi, flags) enclosing expm1(x) for any double x; flags counts a failed
+    precondition (bit 0) and an overflow (bit 1). Branch-free, so loops vectorise."""
+    y, bad = _expm1_approx(x)
+    t = E_EXPM1 * abs(y) + 2.0 * ETA  # proof: proofs/bounds.md#widening
+    lo = max(dn(y - t), -1.0)
+    hi = up(y + t)
+    # below -40: -1 < expm1(x) < -1 + 2^-53 since e^-40 < 2^-53
+    low = x < -40.0
+    lo = -1.0 if low else lo
+    hi = -1.0 + 2.0**-53 if low else hi
+    over = (x > EXP_ARG_MAX) | (abs(hi) > MAX_DOUBLE)
+    return lo, hi, int(bad) + 2 * int(over)
+
+
+@kernel
+def _expm1_into(lo_, hi_, lo, hi):
+    flags = 0
+    for i in range(lo_.shape[0]):
+        la, _, fa = _expm1_bounds(lo_[i])
+        _, hb, fb = _expm1_bounds(hi_[i])
+        lo[i] = la
+        hi[i] = hb
+        flags |= fa | fb
+    return BROKEN if flags & 1 else (OVERFLOW if flags else OK)
+
+
+exp = _unary(_exp_into)
+expm1 = _unary(_expm1_into)
+
+
+@kernel
+def _exp_point(x):
+    """Scalar (lo, hi, ok) enclosure of exp(x), for the other kernels."""
+    y, _ = _exp_approx(x)
+    lo = max(0.0, dn(y - (E_EXP * y + 2.0 * ETA)))
+    hi = up(y + (E_EXP * y + 2.0 * ETA))
+    if x <= EXP_ARG_MIN:
+        return 0.0, ETA, True
+    return lo, hi, x <= EXP_ARG_MAX and _finite(hi)
 
 
 # --- log and log1p -------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _two_atanh(s):
-    """Approximation of 2 atanh(s) for |s| <= 0.1716; proof: proofs/bounds.md#atanh-series."""
+    """2 atanh(s) = 2 s sum_{i<=10} s^(2i) / (2i+1) for |s| <= 0.1716; proof: bounds.md#log."""
+    c = ATANH_COEF
     t = s * s
-    q = ATANH_COEF[10]
-    for j in range(9, -1, -1):
-        q = q * t + ATANH_COEF[j]
+    q = c[10]
+    q = q * t + c[9]
+    q = q * t + c[8]
+    q = q * t + c[7]
+    q = q * t + c[6]
+    q = q * t + c[5]
+    q = q * t + c[4]
+    q = q * t + c[3]
+    q = q * t + c[2]
+    q = q * t + c[1]
+    q = q * t + c[0]
     return 2.0 * (s * q)
 
 
-@njit(cache=True)
+@kernel
 def _log_point(x):
     """(lo, hi) enclosing log(x) for a double x > 0."""
     m, e = math.frexp(x)  # x = m 2^e, 1/2 <= m < 1, exact (also for subnormal x)
@@ -348,92 +471,85 @@ def _log_point(x):
         m = 2.0 * m
         e -= 1
     # m in [0.7071, 1.4143): m - 1 is exact (Sterbenz); proof: proofs/bounds.md#log
-    f = m - 1.0
-    s = f / (m + 1.0)
-    lm = _two_atanh(s)
-    if e == 0:
-        return widen(lm, E_LOG)
-    y = e * LN2_HI + (e * LN2_LO + lm)
+    lm = _two_atanh((m - 1.0) / (m + 1.0))
+    y = lm if e == 0 else e * LN2_HI + (e * LN2_LO + lm)
     return widen(y, E_LOG)
 
 
-@njit(cache=True)
+@kernel
 def _log1p_point(x):
     """(lo, hi) enclosing log(1 + x) for a double x > -1."""
     if -0.29 <= x <= 0.41:
-        # proof: proofs/bounds.md#log : log1p(x) = 2 atanh(x / (2 + x)), |s| <= 0.1701
+        # proof: proofs/bounds.md#log : log1p(x) = 2 atanh(x / (2 + x)), |s| <= 0.1702
         return widen(_two_atanh(x / (2.0 + x)), E_ATANH)
     # |log(1 + x)| >= 0.34 here; 1 + x enclosed by outward rounding, log is increasing
-    a = dn(1.0 + x)
-    b = up(1.0 + x)
-    lo, _ = _log_point(a)
-    _, hi = _log_point(b)
-    return lo, hi
+    return _log_point(dn(1.0 + x))[0], _log_point(up(1.0 + x))[1]
 
 
-@njit(cache=True)
-def log(lo_, hi_):
-    n = lo_.shape[0]
-    lo = np.empty(n)
-    hi = np.empty(n)
-    status = OK
-    for i in range(n):
-        if not lo_[i] > 0.0:
-            lo[i] = 0.0
-            hi[i] = 0.0
-            status = DOMAIN
-            continue
-        lo[i] = _log_point(lo_[i])[0]
-        hi[i] = _log_point(hi_[i])[1]
-    return lo, hi, status
+@kernel
+def _log_into(lo_, hi_, lo, hi):
+    dom = 0
+    for i in range(lo_.shape[0]):
+        dom += not lo_[i] > 0.0
+        lo[i] = _log_point(max(lo_[i], ETA))[0]  # the max only changes out-of-domain entries
+        hi[i] = _log_point(max(hi_[i], ETA))[1]
+    return DOMAIN if dom else OK
 
 
-@njit(cache=True)
-def log1p(lo_, hi_):
-    n = lo_.shape[0]
-    lo = np.empty(n)
-    hi = np.empty(n)
-    status = OK
-    for i in range(n):
-        if not lo_[i] > -1.0:
-            lo[i] = 0.0
-            hi[i] = 0.0
-            status = DOMAIN
-            continue
-        lo[i] = _log1p_point(lo_[i])[0]
-        hi[i] = _log1p_point(hi_[i])[1]
-    return lo, hi, status
+@kernel
+def _log1p_into(lo_, hi_, lo, hi):
+    dom = 0
+    for i in range(lo_.shape[0]):
+        dom += not lo_[i] > -1.0
+        # out-of-domain arguments are replaced by 0 only to keep the loop total; DOMAIN is raised
+        lo[i] = _log1p_point(lo_[i] if lo_[i] > -1.0 else 0.0)[0]
+        hi[i] = _log1p_point(hi_[i] if hi_[i] > -1.0 else 0.0)[1]
+    return DOMAIN if dom else OK
+
+
+log = _unary(_log_into)
+log1p = _unary(_log1p_into)
 
 
 # --- tanh, sigmoid, softplus ---------------------------------------------------------------
 
 
-@njit(cache=True)
-def _tanh_nonneg(x):
-    """(lo, hi) enclosing tanh(x) for a double x >= 0; proof: proofs/bounds.md#tanh."""
-    if x >= 20.0:
-        return 1.0 - 2.0**-53, 1.0  # 1 - tanh(x) <= 2 e^{-40} < 2^-53
-    el, eh, _ = _expm1_point(2.0 * x)
-    # g(e) = e / (e + 2) is increasing for e > -1
-    lo = dn(el / (up(el + 2.0) if el >= 0.0 else dn(el + 2.0)))
-    hi = up(eh / (dn(eh + 2.0) if eh >= 0.0 else up(eh + 2.0)))
-    return max(lo, 0.0), min(hi, 1.0)
+@kernel
+def _tanh_m(x, lower):
+    """The bound of m = expm1(-2|x|) in (-1, 0] needed for a lower (lower=True) or upper
+    bound of tanh(x): tanh|x| = -m / (2 + m) decreases in m and tanh is odd."""
+    ml, mh, flags = _expm1_bounds(-2.0 * abs(x))
+    return (ml if (x >= 0.0) != lower else mh), flags & 1
 
 
-@njit(cache=True)
-def tanh(lo_, hi_):
-    n = lo_.shape[0]
-    lo = np.empty(n)
-    hi = np.empty(n)
-    for i in range(n):
-        a = lo_[i]
-        b = hi_[i]
-        lo[i] = _tanh_nonneg(a)[0] if a >= 0.0 else -_tanh_nonneg(-a)[1]
-        hi[i] = _tanh_nonneg(b)[1] if b >= 0.0 else -_tanh_nonneg(-b)[0]
-    return lo, hi, OK
+@kernel
+def _tanh_from_m(x, m, lower):
+    """The bound of tanh(x) from the bound m chosen by _tanh_m; proof: proofs/bounds.md#tanh."""
+    nonneg = x >= 0.0
+    upper_of_abs = nonneg != lower
+    den = dn(2.0 + m) if upper_of_abs else up(2.0 + m)
+    q = max(-m, 0.0) / den  # m may be slightly positive when x is 0: then 0 is a valid bound
+    b = min(1.0, up(q)) if upper_of_abs else max(0.0, dn(q))
+    return b if nonneg else -b
 
 
-@njit(cache=True)
+@kernel
+def _tanh_into(lo_, hi_, lo, hi):
+    # two loops, each of which the compiler vectorises (one fused loop it does not)
+    bad = 0
+    for i in range(lo_.shape[0]):
+        ma, ba = _tanh_m(lo_[i], True)
+        mb, bb = _tanh_m(hi_[i], False)
+        lo[i] = ma
+        hi[i] = mb
+        bad |= ba | bb
+    for i in range(lo_.shape[0]):
+        lo[i] = _tanh_from_m(lo_[i], lo[i], True)
+        hi[i] = _tanh_from_m(hi_[i], hi[i], False)
+    return BROKEN if bad else OK
+
+
+@kernel
 def _sigmoid_point(x):
     """(lo, hi) enclosing 1 / (1 + exp(-x)); proof: proofs/bounds.md#sigmoid."""
     if x >= 0.0:
@@ -443,54 +559,48 @@ def _sigmoid_point(x):
     return max(0.0, dn(el / up(1.0 + el))), up(eh / dn(1.0 + eh))
 
 
-@njit(cache=True)
-def sigmoid(lo_, hi_):
-    n = lo_.shape[0]
-    lo = np.empty(n)
-    hi = np.empty(n)
-    for i in range(n):
+@kernel
+def _sigmoid_into(lo_, hi_, lo, hi):
+    for i in range(lo_.shape[0]):
         lo[i] = _sigmoid_point(lo_[i])[0]
         hi[i] = _sigmoid_point(hi_[i])[1]
-    return lo, hi, OK
+    return OK
 
 
-@njit(cache=True)
+@kernel
 def _softplus_point(x):
     """(lo, hi, ok) enclosing log(1 + exp(x)); proof: proofs/bounds.md#softplus."""
     if x > 0.0:
         # x + log1p(exp(-x)), both terms >= 0
         el, eh, _ = _exp_point(-x)
-        a, _ = _log1p_point(el)
-        _, b = _log1p_point(eh)
-        lo = dn(x + max(a, 0.0))
-        hi = up(x + b)
+        lo = dn(x + max(_log1p_point(el)[0], 0.0))
+        hi = up(x + _log1p_point(eh)[1])
         return lo, hi, _finite(hi)
     el, eh, _ = _exp_point(x)
-    a, _ = _log1p_point(el)
-    _, b = _log1p_point(eh)
-    return max(a, 0.0), b, True
+    return max(_log1p_point(el)[0], 0.0), _log1p_point(eh)[1], True
 
 
-@njit(cache=True)
-def softplus(lo_, hi_):
-    n = lo_.shape[0]
-    lo = np.empty(n)
-    hi = np.empty(n)
-    status = OK
-    for i in range(n):
+@kernel
+def _softplus_into(lo_, hi_, lo, hi):
+    over = 0
+    for i in range(lo_.shape[0]):
         a, _, ok1 = _softplus_point(lo_[i])
         _, b, ok2 = _softplus_point(hi_[i])
         lo[i] = a
         hi[i] = b
-        if not (ok1 and ok2):
-            status = OVERFLOW
-    return lo, hi, status
+        over += not (ok1 and ok2)
+    return OVERFLOW if over else OK
+
+
+tanh = _unary(_tanh_into)
+sigmoid = _unary(_sigmoid_into)
+softplus = _unary(_softplus_into)
 
 
 # --- reductions ----------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def sum_rows(lo_, hi_):
     """Row sums of (m, n) endpoint arrays, every partial sum rounded outward."""
     m, n = lo_.shape
@@ -510,7 +620,7 @@ def sum_rows(lo_, hi_):
     return lo, hi, status
 
 
-@njit(cache=True)
+@kernel
 def _lse_bounds(v, lower):
     """Bound on log(sum_j exp(v_j)) from below (lower=True) or above; proof: bounds.md#lse."""
     n = v.shape[0]
@@ -529,7 +639,7 @@ def _lse_bounds(v, lower):
     return up(c + _log_point(acc)[1])
 
 
-@njit(cache=True)
+@kernel
 def logsumexp_rows(lo_, hi_):
     """log-sum-exp along the rows; increasing in every argument."""
     m = lo_.shape[0]
@@ -544,7 +654,7 @@ def logsumexp_rows(lo_, hi_):
     return lo, hi, status
 
 
-@njit(cache=True)
+@kernel
 def softmax_rows(lo_, hi_):
     """softmax along the rows: proof: proofs/bounds.md#softmax.
 
@@ -584,58 +694,79 @@ def softmax_rows(lo_, hi_):
 # --- matrix product (midpoint-radius, proof: proofs/bounds.md#matmul) ----------------------
 
 
-@njit(cache=True)
-def mid_rad(lo_, hi_):
-    """Midpoints m and radii r with [lo, hi] inside [m - r, m + r] (2-D arrays)."""
-    p, q = lo_.shape
-    m = np.empty((p, q))
-    r = np.empty((p, q))
-    status = OK
-    for i in range(p):
-        for j in range(q):
-            c = 0.5 * lo_[i, j] + 0.5 * hi_[i, j]
-            m[i, j] = c
-            r[i, j] = up(max(hi_[i, j] - c, c - lo_[i, j]))
-            if not _finite(r[i, j]):
-                status = OVERFLOW
-    return m, r, status
+@kernel
+def _mid_rad_into(lo_, hi_, m, r):
+    """Midpoints m and radii r with [lo, hi] inside [m - r, m + r] (flat arrays)."""
+    bad = 0
+    for i in range(lo_.shape[0]):
+        c = 0.5 * lo_[i] + 0.5 * hi_[i]
+        m[i] = c
+        r[i] = up(max(hi_[i] - c, c - lo_[i]))
+        bad += not _finite(r[i])
+    return OVERFLOW if bad else OK
 
 
-@njit(cache=True)
-def matmul_right_factors(bm, br, g):
-    """V = fl(fl(br + fl(g |bm|)) + eta) and D = fl(|bm| + br) for the radius products."""
-    p, q = bm.shape
-    v = np.empty((p, q))
-    d = np.empty((p, q))
-    for i in range(p):
-        for j in range(q):
-            a = abs(bm[i, j])
-            v[i, j] = (br[i, j] + g * a) + ETA
-            d[i, j] = a + br[i, j]
-    return v, d
+def mid_rad(lo, hi):
+    """Midpoint and radius arrays of the same shape as lo, hi."""
+    out = np.empty((2,) + lo.shape)
+    status = _mid_rad_into(lo.reshape(-1), hi.reshape(-1), out[0].reshape(-1), out[1].reshape(-1))
+    return out[0], out[1], status
 
 
-@njit(cache=True)
-def matmul_finish(c, w, f, k):
+@kernel
+def _matmul_right_into(bl, bh, g, bm, v, d):
+    """From the right factor's endpoints: midpoint bm, V = fl(fl(br + fl(g |bm|)) + eta) and
+    D = fl(|bm| + br), where br is the rounded-up radius."""
+    bad = 0
+    for i in range(bl.shape[0]):
+        c = 0.5 * bl[i] + 0.5 * bh[i]
+        r = up(max(bh[i] - c, c - bl[i]))
+        a = abs(c)
+        bm[i] = c
+        v[i] = (r + g * a) + ETA
+        d[i] = a + r
+        bad += not _finite(r + a)
+    return OVERFLOW if bad else OK
+
+
+def matmul_right(bl, bh, g):
+    """(bm, vd, status): bm the (n, p) midpoints, vd the (2n, p) stack of V over D."""
+    n, p = bl.shape
+    bm = np.empty((n, p))
+    vd = np.empty((2 * n, p))
+    flat = vd.reshape(-1)
+    status = _matmul_right_into(
+        bl.reshape(-1), bh.reshape(-1), g, bm.reshape(-1), flat[: n * p], flat[n * p :]
+    )
+    return bm, vd, status
+
+
+@kernel
+def _matmul_finish_into(c, w, f, k, lo, hi):
     """Enclosure [c - R, c + R] with R = fl(fl(w * f) + k) >= the exact radius bound."""
-    p, q = c.shape
-    lo = np.empty((p, q))
-    hi = np.empty((p, q))
-    status = OK
-    for i in range(p):
-        for j in range(q):
-            r = w[i, j] * f + k
-            lo[i, j] = dn(c[i, j] - r)
-            hi[i, j] = up(c[i, j] + r)
-            if not (_finite(lo[i, j]) and _finite(hi[i, j])):
-                status = OVERFLOW
-    return lo, hi, status
+    bad = 0
+    for i in range(c.shape[0]):
+        r = w[i] * f + k
+        a = dn(c[i] - r)
+        b = up(c[i] + r)
+        lo[i] = a
+        hi[i] = b
+        bad += not (_finite(a) and _finite(b))
+    return OVERFLOW if bad else OK
+
+
+def matmul_finish(c, w, f, k):
+    out = np.empty((2,) + c.shape)
+    status = _matmul_finish_into(
+        c.reshape(-1), w.reshape(-1), f, k, out[0].reshape(-1), out[1].reshape(-1)
+    )
+    return out[0], out[1], status
 
 
 # --- probes for the FPU check --------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def fpu_probe(a, b, c):
     """a + b, a * b + c and a / 2 evaluated by compiled code (see certified.arith.fpu)."""
     return a[0] + b[0], a[1] * b[1] + c[0], a[2] / 2.0, a[3] * 2.0

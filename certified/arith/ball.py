@@ -364,9 +364,7 @@ def arb_matrix(x: Any, prec: int, field: str = "value") -> flint.arb_mat:
     return flint.arb_mat([entries[i * cols : (i + 1) * cols] for i in range(rows)])
 
 
-def arb_mat_endpoints(
-    m: flint.arb_mat, field: str = "matrix"
-) -> tuple[np.ndarray, np.ndarray]:
+def arb_mat_endpoints(m: flint.arb_mat, field: str = "matrix") -> tuple[np.ndarray, np.ndarray]:
     """Exact entry-wise lower and upper endpoints of a finite arb_mat.
 
     Returns

@@ -99,10 +99,7 @@ def _show(x: Any) -> str:
 
 def _exponent(text: str, s: str, field: str) -> int:
     digits = text.lstrip("+-").lstrip("0")
-    if (
-        len(digits) > len(str(MAX_STRING_EXPONENT))
-        or int(digits or "0") > MAX_STRING_EXPONENT
-    ):
+    if len(digits) > len(str(MAX_STRING_EXPONENT)) or int(digits or "0") > MAX_STRING_EXPONENT:
         raise NumberFormatError(
             f"{field}: {_show(s)} has an exponent beyond +/-{MAX_STRING_EXPONENT}; "
             "write the number without such an extreme exponent"
@@ -123,22 +120,16 @@ def _parse_string(s: str, field: str) -> flint.fmpq:
     elif (m := _RATIONAL_RE.fullmatch(t)) is not None:
         den = flint.fmpz(m["den"])
         if den == 0:
-            raise InputError(
-                f"{field}: {_show(s)} has denominator 0; use a nonzero denominator"
-            )
+            raise InputError(f"{field}: {_show(s)} has denominator 0; use a nonzero denominator")
         value = flint.fmpq(flint.fmpz(m["num"]), den)
     elif (m := _DYADIC_RE.fullmatch(t)) is not None:
         value = _scaled(flint.fmpz(m["man"]), 2, _exponent(m["exp"], s, field))
     elif (m := _DECIMAL_RE.fullmatch(t)) is not None:
-        whole, frac = (
-            (m["int"], m["frac"]) if m["int"] is not None else ("", m["frac2"])
-        )
+        whole, frac = (m["int"], m["frac"]) if m["int"] is not None else ("", m["frac2"])
         exp = _exponent(m["exp"], s, field) if m["exp"] is not None else 0
         value = _scaled(flint.fmpz(whole + frac), 10, exp - len(frac))
     elif (m := _HEX_RE.fullmatch(t)) is not None:
-        whole, frac = (
-            (m["int"], m["frac"]) if m["int"] is not None else ("", m["frac2"])
-        )
+        whole, frac = (m["int"], m["frac"]) if m["int"] is not None else ("", m["frac2"])
         exp = _exponent(m["exp"], s, field) if m["exp"] is not None else 0
         value = _scaled(flint.fmpz(int(whole + frac, 16)), 2, exp - 4 * len(frac))
     elif _NONFINITE_RE.fullmatch(t) is not None:
@@ -207,9 +198,7 @@ def _is_sequence(x: Any) -> bool:
     return isinstance(x, (list, tuple)) or (isinstance(x, np.ndarray) and x.ndim > 0)
 
 
-def walk_array(
-    x: Any, field: str = "value"
-) -> tuple[tuple[int, ...], list[tuple[str, Any]]]:
+def walk_array(x: Any, field: str = "value") -> tuple[tuple[int, ...], list[tuple[str, Any]]]:
     """Shape and leaves, in row-major order, of a nested list/tuple/ndarray.
 
     Lists, tuples and numpy arrays of dimension >= 1 are sequences; anything else (including

@@ -134,18 +134,17 @@ class Interval:
                 f"interval{list(bad)}: lower endpoint {a[bad]!r} exceeds upper endpoint "
                 f"{b[bad]!r}; pass lo <= hi"
             )
-        self._lo = np.array(a, dtype=np.float64) + 0.0  # copy; -0.0 becomes +0.0
-        self._hi = np.array(b, dtype=np.float64) + 0.0
-        self._lo.flags.writeable = False
-        self._hi.flags.writeable = False
+        self._lo = _frozen(a)
+        self._hi = _frozen(b)
 
     @classmethod
     def _trusted(cls, lo: np.ndarray, hi: np.ndarray) -> Interval:
+        # results of kernels: no copy (views of one fresh (2, n) buffer are fine)
         out = cls.__new__(cls)
-        out._lo = lo
-        out._hi = hi
-        lo.flags.writeable = False
-        hi.flags.writeable = False
+        out._lo = np.asarray(lo, dtype=np.float64)
+        out._hi = np.asarray(hi, dtype=np.float64)
+        out._lo.flags.writeable = False
+        out._hi.flags.writeable = False
         return out
 
     # --- construction ----------------------------------------------------------------------
@@ -305,7 +304,7 @@ class Interval:
     # --- arithmetic ------------------------------------------------------------------------
 
     def __neg__(self) -> Interval:
-        return Interval._trusted(-self._hi + 0.0, -self._lo + 0.0)
+        return Interval._trusted(-self._hi, -self._lo)
 
     def __pos__(self) -> Interval:
         return self
@@ -345,6 +344,14 @@ class Interval:
 
     def __rmatmul__(self, other: Any) -> Interval:
         return matmul(other, self)
+
+
+def _frozen(a: Any) -> np.ndarray:
+    """A read-only float64 array copy with -0.0 replaced by +0.0 (0-d arrays stay arrays)."""
+    out = np.array(a, dtype=np.float64)
+    np.add(out, 0.0, out=out)
+    out.flags.writeable = False
+    return out
 
 
 def _flatten(x: Any):
@@ -409,14 +416,14 @@ def pown(x: Any, k: Any) -> Interval:
         return sqr(a)
     if abs(k) > 2**31:
         raise InputError(f"pown: exponent {k} too large in magnitude (limit 2^31)")
+    if k < 0:
+        if np.any((a._lo <= 0.0) & (0.0 <= a._hi)):
+            raise DomainError("pown: a negative exponent needs intervals that exclude 0")
+        # x^-k = (1/x)^k: the reciprocal first, so that huge |x| gives tiny results, not overflow
+        a = _binary(_kernels_attr("div"), np.ones(a.shape), a, "pown")
     lo, hi, status = _kernels.pown_pos(_flat(a._lo), _flat(a._hi), abs(k))
     _status(status, "pown")
-    p = Interval._trusted(lo.reshape(a.shape), hi.reshape(a.shape))
-    if k > 0:
-        return p
-    if np.any((a._lo <= 0.0) & (0.0 <= a._hi)):
-        raise DomainError("pown: a negative exponent needs intervals that exclude 0")
-    return _binary(_kernels_attr("div"), np.ones(a.shape), p, "pown")
+    return Interval._trusted(lo.reshape(a.shape), hi.reshape(a.shape))
 
 
 def sqrt(x: Any) -> Interval:
@@ -571,23 +578,20 @@ def matmul(x: Any, y: Any) -> Interval:
     if n >= 2**40:
         raise ShapeError("matmul: inner dimension too large for the rounding bound")
     am, ar, s1 = _kernels.mid_rad(np.ascontiguousarray(a2._lo), np.ascontiguousarray(a2._hi))
-    bm, br, s2 = _kernels.mid_rad(np.ascontiguousarray(b2._lo), np.ascontiguousarray(b2._hi))
-    _status(max(s1, s2), "matmul")
     # g >= gamma_n = n u / (1 - n u): proofs/bounds.md#matmul
     g = (n + 1) * U if n <= 2**26 else 2 * n * U
-    v, d = _kernels.matmul_right_factors(bm, br, g)
+    bm, vd, s2 = _kernels.matmul_right(
+        np.ascontiguousarray(b2._lo), np.ascontiguousarray(b2._hi), g
+    )
+    _status(max(s1, s2), "matmul")
     with np.errstate(over="ignore", invalid="ignore"):
         c = am @ bm
-        w = np.abs(am) @ v
-        if np.any(ar):
-            w += ar @ d
-    f = 1.0 + 2 * (n + 8) * U
+        # one product of length 2n: |Am| V + Ar D = [|Am|, Ar] @ [V; D]
+        w = np.hstack([np.abs(am), ar]) @ vd
+    f = 1.0 + 2 * (2 * n + 8) * U
     k = 4 * n * _kernels.ETA
-    lo, hi, status = _kernels.matmul_finish(
-        np.ascontiguousarray(c), np.ascontiguousarray(w), f, k
-    )
-    if not (np.all(np.isfinite(c)) and np.all(np.isfinite(w))):
-        status = _kernels.OVERFLOW
+    # a non-finite c or w (overflow in BLAS) makes lo or hi non-finite: reported as OVERFLOW
+    lo, hi, status = _kernels.matmul_finish(c, w, f, k)
     _status(status, "matmul")
     return Interval._trusted(lo.reshape(out_shape), hi.reshape(out_shape))
 

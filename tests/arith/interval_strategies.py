@@ -18,18 +18,18 @@ import numpy as np
 from hypothesis import strategies as st
 
 __all__ = [
+    "CORNER_MAGNITUDES",
     "DBL_MAX",
+    "LOG_DBL_MAX",
     "MIN_NORMAL",
     "TINY",
-    "LOG_DBL_MAX",
-    "CORNER_MAGNITUDES",
     "doubles",
-    "intervals",
     "interval_arrays",
+    "intervals",
     "nonzero_intervals",
-    "seeds",
-    "sample_points",
     "random_inside",
+    "sample_points",
+    "seeds",
 ]
 
 DBL_MAX = sys.float_info.max
@@ -50,9 +50,9 @@ CORNER_MAGNITUDES: tuple[float, ...] = (
     1e-8,
     0.1,
     0.5,
-    float(np.nextafter(1.0, 0.0)),
+    math.nextafter(1.0, 0.0),
     1.0,
-    float(np.nextafter(1.0, 2.0)),
+    math.nextafter(1.0, 2.0),
     2.0,
     3.0,
     20.0,
@@ -73,21 +73,18 @@ def _clamp(x: float, min_value: float, max_value: float) -> float:
     return min(max(x, min_value), max_value)
 
 
-def doubles(
-    min_value: float = -DBL_MAX, max_value: float = DBL_MAX
-) -> st.SearchStrategy[float]:
+def doubles(min_value: float = -DBL_MAX, max_value: float = DBL_MAX) -> st.SearchStrategy[float]:
     """Finite doubles in ``[min_value, max_value]``, biased to corner values and exponents."""
-    corners = {min_value, max_value}
-    corners.update(
-        float(np.nextafter(min_value, max_value)),
-        float(np.nextafter(max_value, min_value)),
-    )
+    corners = {
+        min_value,
+        max_value,
+        math.nextafter(min_value, max_value),
+        math.nextafter(max_value, min_value),
+    }
     for magnitude in CORNER_MAGNITUDES:
         for value in (magnitude, -magnitude):
             if min_value <= value <= max_value:
                 corners.add(value)
-    if min_value <= 0.0 <= max_value:
-        corners.add(-0.0)  # the set treats -0.0 == 0.0; add it as a distinct draw below
     log_uniform = st.builds(
         lambda sign, mantissa, exponent: _clamp(
             sign * math.ldexp(mantissa, exponent), min_value, max_value
@@ -114,7 +111,7 @@ def intervals(
     parts = [
         st.tuples(d, d).map(lambda p: (min(p), max(p))),
         d.map(lambda x: (x, x)),
-        d.map(lambda x: (x, min(float(np.nextafter(x, math.inf)), max_value))),
+        d.map(lambda x: (x, min(math.nextafter(x, math.inf), max_value))),
         st.sampled_from(
             [
                 (min_value, max_value),
@@ -170,9 +167,7 @@ def _unordered(k: np.ndarray) -> np.ndarray:
     return bits.view(np.float64)
 
 
-def random_inside(
-    lo: np.ndarray, hi: np.ndarray, rng: np.random.Generator
-) -> np.ndarray:
+def random_inside(lo: np.ndarray, hi: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """A double in ``[lo, hi]`` per entry: uniform over the doubles between (so every
     exponent of a wide interval is reached) or uniform in value, with equal chance."""
     lo = np.asarray(lo, dtype=np.float64)
@@ -188,8 +183,10 @@ def sample_points(
 ) -> list[np.ndarray]:
     """Points inside ``[lo, hi]`` entrywise, as object arrays of exact ``fmpq``.
 
-    Both endpoints, the rounded midpoint, the exact midpoint (a dyadic rational that is in
-    general not a double, strictly inside when ``lo < hi``) and ``n_random`` random doubles.
+    Both endpoints, the rounded midpoint, a random mix of the two endpoints (the extremes of
+    multilinear functions such as matrix products sit at such corners), the exact midpoint (a
+    dyadic rational, in general not a double, strictly inside when ``lo < hi``) and
+    ``n_random`` random doubles.
     """
     from reference import (
         exact,
@@ -199,12 +196,15 @@ def sample_points(
     lo = np.asarray(lo, dtype=np.float64)
     hi = np.asarray(hi, dtype=np.float64)
     to_exact = np.frompyfunc(exact, 1, 1)
-    floats = [lo, hi, np.clip(lo / 2 + hi / 2, lo, hi)]
+    floats = [
+        lo,
+        hi,
+        np.clip(lo / 2 + hi / 2, lo, hi),
+        np.where(rng.random(lo.shape) < 0.5, lo, hi),
+    ]
     floats += [random_inside(lo, hi, rng) for _ in range(n_random)]
     points = [np.asarray(to_exact(f), dtype=object).reshape(lo.shape) for f in floats]
     points.append(
-        np.asarray(np.frompyfunc(exact_midpoint, 2, 1)(lo, hi), dtype=object).reshape(
-            lo.shape
-        )
+        np.asarray(np.frompyfunc(exact_midpoint, 2, 1)(lo, hi), dtype=object).reshape(lo.shape)
     )
     return points

@@ -216,9 +216,7 @@ class IntervalLiteral:
     @property
     def is_bounded(self) -> bool:
         """Non-empty with two finite binary64 endpoints (after outward rounding)."""
-        return (
-            self.kind == "bounds" and math.isfinite(self.lo) and math.isfinite(self.hi)
-        )
+        return self.kind == "bounds" and math.isfinite(self.lo) and math.isfinite(self.hi)
 
     def contains_zero(self) -> bool:
         return self.kind == "bounds" and self.lo <= 0.0 <= self.hi
@@ -273,9 +271,7 @@ def parse_interval(text: str) -> IntervalLiteral:
     if not m:
         raise ValueError(f"not an interval literal: {text!r}")
     body, deco = m.group(1).strip(), m.group(2)
-    if (
-        deco is not None and deco not in DECORATIONS
-    ):  # lower case only, as in the vectors
+    if deco is not None and deco not in DECORATIONS:  # lower case only, as in the vectors
         raise ValueError(f"unknown decoration {deco!r} in {text!r}")
     keyword = _KEYWORD_KIND.get(body.lower())
     if keyword == "nai":
@@ -291,9 +287,7 @@ def parse_interval(text: str) -> IntervalLiteral:
     if keyword == "entire":
         if deco == "com":
             raise ValueError(f"an unbounded interval cannot be decorated com: {text!r}")
-        return IntervalLiteral(
-            text, "bounds", -math.inf, math.inf, -math.inf, math.inf, deco
-        )
+        return IntervalLiteral(text, "bounds", -math.inf, math.inf, -math.inf, math.inf, deco)
     parts = [p.strip() for p in body.split(",")]
     if len(parts) == 1:
         parts = parts * 2  # point interval [a]
@@ -458,15 +452,13 @@ class _Parser:
                     k, t, _line = self.take()
                     v = _word_value(t) if k == "word" else None
                     if not isinstance(v, Number):
-                        raise ValueError(f"expected a number in a list, found {t!r}")  # noqa: TRY004
+                        raise ValueError(f"expected a number in a list, found {t!r}")
                     items.append(v)
                     sep = self.take()[1]
                     if sep == "}":
                         return NumberList(tuple(items))
                     if sep != ",":
-                        raise ValueError(
-                            f"expected ',' or '}}' in a list, found {sep!r}"
-                        )
+                        raise ValueError(f"expected ',' or '}}' in a list, found {sep!r}")
         except ValueError as exc:
             raise self.error(str(exc), line) from None
         raise self.error(f"unexpected {tok!r}", line)

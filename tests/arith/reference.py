@@ -19,7 +19,7 @@ devices handle these, neither of which can hide a miss:
   ``softplus(x) in [max(x, 0), max(x, 0) + 1]``, ...); the truth lies in the intersection of
   the ball with that range, so it suffices that the intersection lies inside ``[L, H]``.
 
-A non-finite ball "contains" everything, so :class:`NonFiniteReference` (an
+A non-finite ball "contains" everything, so :class:`NonFiniteReferenceError` (an
 ``AssertionError``) is raised instead of ever passing on one.
 """
 
@@ -34,20 +34,22 @@ from flint import arb, fmpq, fmpz
 
 __all__ = [
     "DBL_MAX",
+    "OVERFLOW_SLACK",
     "REF_PREC",
-    "NonFiniteReference",
-    "arb_precision",
-    "exact",
-    "exact_midpoint",
+    "UNARY",
+    "NonFiniteReferenceError",
     "arb_exact",
     "arb_exp",
-    "UNARY",
-    "unary_encloses",
-    "logsumexp_encloses",
-    "softmax_encloses",
-    "fmpq_in",
-    "overflows_double",
+    "arb_precision",
     "ball_overflows_double",
+    "exact",
+    "exact_midpoint",
+    "fmpq_in",
+    "logsumexp_ball",
+    "logsumexp_encloses",
+    "overflows_double",
+    "softmax_encloses",
+    "unary_encloses",
 ]
 
 DBL_MAX = sys.float_info.max
@@ -61,7 +63,7 @@ _PRECISIONS = (REF_PREC, 1024, 4096, 16384)
 OVERFLOW_SLACK = fmpq(1) - fmpq(1, 2**40)
 
 
-class NonFiniteReference(AssertionError):
+class NonFiniteReferenceError(AssertionError):
     """A reference ball was NaN or infinite: it proves nothing, so the test must fail."""
 
 
@@ -91,9 +93,7 @@ def arb_exact(q: fmpq) -> arb:
     """The dyadic rational ``q`` as an exact arb (no rounding at any precision)."""
     den = int(q.q)
     if den & (den - 1):
-        raise ValueError(
-            f"{q} is not dyadic; references are only taken at dyadic points"
-        )
+        raise ValueError(f"{q} is not dyadic; references are only taken at dyadic points")
     return arb((q.p, -(den.bit_length() - 1)))
 
 
@@ -183,9 +183,7 @@ def _sqrt_range(x: arb) -> tuple[arb | None, arb | None]:
 
 
 # name -> (reference on an exact arb, elementary range of the function at that point)
-UNARY: dict[
-    str, tuple[Callable[[arb], arb], Callable[[arb], tuple[arb | None, arb | None]]]
-] = {
+UNARY: dict[str, tuple[Callable[[arb], arb], Callable[[arb], tuple[arb | None, arb | None]]]] = {
     "sqrt": (lambda x: x.sqrt(), _sqrt_range),
     "exp": (arb_exp, _exp_range),
     "expm1": (_expm1, _expm1_range),
@@ -212,9 +210,7 @@ def _ball_encloses(
         with arb_precision(prec):
             ball, (floor, ceiling) = compute()
             if not ball.is_finite():
-                raise NonFiniteReference(
-                    f"reference ball {ball} at {prec} bits is not finite"
-                )
+                raise NonFiniteReferenceError(f"reference ball {ball} at {prec} bits is not finite")
             lower, upper = ball.lower(), ball.upper()
             if floor is not None and lower < floor:
                 lower = floor
@@ -240,14 +236,18 @@ def _shifted_exps(xs: Sequence[fmpq]) -> tuple[fmpq, list[arb]]:
     return m, [arb_exp(arb_exact(x - m)) for x in xs]
 
 
+def logsumexp_ball(xs: Sequence[fmpq]) -> arb:
+    """``log(sum(exp(xs)))`` at exact dyadic points, as ``max + log(sum(exp(x_i - max)))``."""
+    m, exps = _shifted_exps(xs)
+    return arb_exact(m) + sum(exps[1:], exps[0]).log()
+
+
 def logsumexp_encloses(xs: Sequence[fmpq], lo: float, hi: float) -> bool:
     """Whether ``[lo, hi]`` contains ``log(sum(exp(xs)))`` (range ``[max, max + n]``)."""
 
     def compute() -> tuple[arb, tuple[arb | None, arb | None]]:
-        m, exps = _shifted_exps(xs)
-        total = sum(exps[1:], exps[0])
-        top = arb_exact(m)
-        return top + total.log(), (top, top + len(xs))
+        top = arb_exact(max(xs))
+        return logsumexp_ball(xs), (top, top + len(xs))
 
     return _ball_encloses(compute, lo, hi)
 
@@ -257,8 +257,7 @@ def softmax_encloses(xs: Sequence[fmpq], i: int, lo: float, hi: float) -> bool:
 
     def compute() -> tuple[arb, tuple[arb | None, arb | None]]:
         _, exps = _shifted_exps(xs)
-        total = sum(exps[1:], exps[0])
-        return exps[i] / total, (_ZERO, _ONE)
+        return exps[i] / sum(exps[1:], exps[0]), (_ZERO, _ONE)
 
     return _ball_encloses(compute, lo, hi)
 
@@ -279,6 +278,6 @@ def ball_overflows_double(compute: Callable[[], arb]) -> bool:
     with arb_precision(REF_PREC):
         ball = compute()
         if not ball.is_finite():
-            raise NonFiniteReference(f"reference ball {ball} is not finite")
+            raise NonFiniteReferenceError(f"reference ball {ball} is not finite")
         limit = arb_exact(OVERFLOW_SLACK * exact(DBL_MAX))
         return not (abs(ball) < limit)

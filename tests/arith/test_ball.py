@@ -57,7 +57,7 @@ def frac(q: fmpq) -> Fraction:
 
 @st.composite
 def exact_balls(draw: st.DrawFn) -> arb:
-    """Balls with dyadic midpoint and a radius exactly representable as a mag (< 2**30)."""
+    """Balls with a dyadic midpoint and a radius that python-flint rounds up to a mag."""
     mid = (draw(st.integers(-(2**80), 2**80)), draw(st.integers(-200, 200)))
     rad = (draw(st.integers(0, 2**30 - 1)), draw(st.integers(-250, 150)))
     return arb(mid, rad)
@@ -69,9 +69,7 @@ def exact_balls(draw: st.DrawFn) -> arb:
 def test_python_flint_constructor_facts() -> None:
     with precision(10):
         third = arb(fmpq(1, 3))
-        assert (
-            third.mid().man_exp()[0].bit_length() <= 10 and third.rad() > 0
-        )  # rounded
+        assert third.mid().man_exp()[0].bit_length() <= 10 and third.rad() > 0  # rounded
         assert arb(0.1).rad() == 0 and arb(2**200 + 1).rad() == 0  # exact
         assert arb((2**100 + 1, -1074)).mid().man_exp() == (2**100 + 1, -1074)
         assert arb_mat([[arb(2**100 + 1)]])[0, 0].rad() == 0
@@ -81,17 +79,13 @@ def test_python_flint_constructor_facts() -> None:
         rounded_lower = Fraction(*map(int, precise.lower().man_exp()[:1]))
         rounded_lower *= Fraction(2) ** int(precise.lower().man_exp()[1])
         assert rounded_lower < frac(endpoints(precise)[0])
-    assert arb("nan").contains(1) and arb(0, "inf").contains(
-        10**100
-    )  # why require_finite
+    assert arb("nan").contains(1) and arb(0, "inf").contains(10**100)  # why require_finite
 
 
 # --- precision -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "bad", [0, -5, 7, MAX_PREC + 1, 10**9, 2.5, 53.0, True, False, "53", None]
-)
+@pytest.mark.parametrize("bad", [0, -5, 7, MAX_PREC + 1, 10**9, 2.5, 53.0, True, False, "53", None])
 def test_check_precision_rejects(bad: object) -> None:
     with pytest.raises(PrecisionError, match=r"^prec: .*use an int between"):
         check_precision(bad)
@@ -143,17 +137,13 @@ def test_precision_validates_before_changing_state(bits: int, cap: object) -> No
 @given(exact_rationals, precisions)
 @example(Fraction(1, 3), MIN_PREC)
 @example(Fraction(-1, 10), 53)
-def test_to_arb_encloses_rationals_at_the_given_precision(
-    q: Fraction, prec: int
-) -> None:
+def test_to_arb_encloses_rationals_at_the_given_precision(q: Fraction, prec: int) -> None:
     ctx.prec = 17  # the global precision must not matter
     ball = to_arb(q, prec)
     assert ctx.prec == 17
     lo, hi = endpoints(ball)
     assert frac(lo) <= q <= frac(hi)
-    assert frac(hi - lo) <= abs(q) * Fraction(2) ** (
-        2 - prec
-    )  # rounded at prec, not at 17
+    assert frac(hi - lo) <= abs(q) * Fraction(2) ** (2 - prec)  # rounded at prec, not at 17
     if q.denominator & (q.denominator - 1) == 0:
         assert lo == hi  # dyadic values stay exact
 
@@ -276,9 +266,9 @@ def test_contains_is_exact_comparison(q: Fraction, r: Fraction, prec: int) -> No
 
 
 def test_contains_input_forms() -> None:
-    ball = arb(
-        fmpq(1, 2), fmpq(1, 4)
-    )  # [0.25, 0.75] (radius is a dyadic, kept exactly)
+    # [0.25, 0.75]; arb(mid, rad) rounds the radius up to a 30-bit mag (even arb(0, 1) gets
+    # radius 1 + 2**-29), a power-of-two radius given as (man, exp) stays exact
+    ball = arb((1, -1), (1, -2))
     assert contains(ball, "1/4") and contains(ball, "0.75") and contains(ball, 0.5)
     assert not contains(ball, "0.7500000000000000000000000000001")
     assert contains(ball, arb(0.25))
@@ -301,9 +291,11 @@ def test_ball_subset_is_exact(inner: arb, outer: arb) -> None:
 
 
 def test_ball_subset_boundaries() -> None:
-    outer = arb(0, 1)
-    assert ball_subset(arb(fmpq(1, 2), fmpq(1, 2)), outer)
-    assert not ball_subset(arb(fmpq(1, 2), fmpq(1, 2) + fmpq(1, 2**40)), outer)
+    outer = arb(0, (1, 0))  # [-1, 1]
+    assert ball_subset(arb((1, -1), (1, -1)), outer)  # [0, 1]
+    assert not ball_subset(arb((1, -1), (2**29 + 1, -30)), outer)  # radius just above 1/2
+    assert not ball_subset(arb((-1, 0), (1, -40)), outer)
+    assert ball_subset(outer, outer)
 
 
 def test_huge_exponent_has_no_exact_endpoints() -> None:
@@ -340,9 +332,7 @@ def test_arb_vector_shape_errors(bad: object) -> None:
     precisions,
 )
 def test_arb_matrix_encloses_entries(rows: list[list[Fraction]], prec: int) -> None:
-    m = arb_matrix(
-        [[f"{q.numerator}/{q.denominator}" for q in row] for row in rows], prec, "W"
-    )
+    m = arb_matrix([[f"{q.numerator}/{q.denominator}" for q in row] for row in rows], prec, "W")
     assert (m.nrows(), m.ncols()) == (len(rows), 3)
     lower, upper = arb_mat_endpoints(m)
     assert lower.shape == upper.shape == (len(rows), 3)

@@ -134,9 +134,7 @@ def decimal_strings(draw: st.DrawFn) -> tuple[str, Fraction]:
         marker = draw(st.sampled_from(["e", "E"]))
         exp_text = marker + (f"{exp:+d}" if draw(st.booleans()) else str(exp))
     text = f"{sign}{whole}{point}{frac}{exp_text}"
-    value = Fraction(int(whole + frac or "0")) * Fraction(10) ** (
-        (exp or 0) - len(frac)
-    )
+    value = Fraction(int(whole + frac or "0")) * Fraction(10) ** ((exp or 0) - len(frac))
     return text, -value if sign == "-" else value
 
 
@@ -215,9 +213,7 @@ def test_number_format_message_says_what_to_use() -> None:
 
 
 def test_largest_allowed_exponent_is_accepted() -> None:
-    assert to_fmpq(f"1e-{MAX_STRING_EXPONENT}") == flint.fmpq(
-        1, flint.fmpz(10) ** 10**6
-    )
+    assert to_fmpq(f"1e-{MAX_STRING_EXPONENT}") == flint.fmpq(1, flint.fmpz(10) ** 10**6)
     assert to_fmpq(f"1*2^{MAX_STRING_EXPONENT}") == flint.fmpq(flint.fmpz(2) ** 10**6)
 
 
@@ -286,9 +282,7 @@ def test_fmpq_to_str_round_trip_and_canonical(q: Fraction) -> None:
     s = fmpq_to_str(to_fmpq(q))
     assert RATIONAL_RE.fullmatch(s)
     assert as_fraction(to_fmpq(s)) == q
-    expected = (
-        str(q.numerator) if q.denominator == 1 else f"{q.numerator}/{q.denominator}"
-    )
+    expected = str(q.numerator) if q.denominator == 1 else f"{q.numerator}/{q.denominator}"
     assert s == expected
 
 
@@ -359,9 +353,7 @@ def rationals_over_float_range(draw: st.DrawFn) -> Fraction:
         den = draw(st.integers(1, 2**80))
         return Fraction(num, den) * Fraction(2) ** draw(st.integers(-1200, 1100))
     x = Fraction(draw(finite_floats))
-    offset = Fraction(draw(st.integers(-4, 4)), 4) * Fraction(2) ** draw(
-        st.integers(-1080, 980)
-    )
+    offset = Fraction(draw(st.integers(-4, 4)), 4) * Fraction(2) ** draw(st.integers(-1080, 980))
     return x + offset
 
 
@@ -402,9 +394,7 @@ def test_fmpq_to_float_is_correctly_rounded(q: Fraction) -> None:
         assert down == FLOAT_MAX
     else:
         assert Fraction(down) <= q <= Fraction(up)
-        assert (
-            up == down if Fraction(down) == q else up == math.nextafter(down, math.inf)
-        )
+        assert up == down if Fraction(down) == q else up == math.nextafter(down, math.inf)
     nearest = reference_nearest(q)
     if nearest is None:
         with pytest.raises(RangeOverflowError, match="exceeds float64"):

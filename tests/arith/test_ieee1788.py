@@ -44,9 +44,7 @@ def _load_itl():
     name = "_certified_tests_ieee1788_itl"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(
-        name, Path(__file__).with_name("itl.py")
-    )
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("itl.py"))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -62,10 +60,11 @@ DEFAULT_DIR = REPO_ROOT.parent / "shared" / "ieee1788"
 # A RangeOverflowError is legitimate only when the expected result itself reaches this.
 OVERFLOW_THRESHOLD = 1e308
 
-# Floors on the totals over all files (measured: 1345 eligible, 1333 run, 12 domain-rejected,
-# 0 overflow-rejected); they catch a parser or filter that silently drops most of the vectors.
-MIN_ELIGIBLE = 1300
-MIN_RUN = 1250
+# Floors on the totals over all files, against a parser or filter that silently drops most
+# of the vectors. Measured: 826 eligible lines (781 run, 15 domain-rejected, 14 overflow-
+# rejected, 16 failing while the package had the bugs reported with this harness).
+MIN_ELIGIBLE = 800
+MIN_RUN = 750
 
 
 def vector_dir() -> Path:
@@ -85,9 +84,7 @@ def _skip_if_absent(directory: Path) -> None:
 
 def _itl_files() -> list[str]:
     directory = vector_dir()
-    names = (
-        sorted(p.name for p in directory.glob("*.itl")) if directory.is_dir() else []
-    )
+    names = sorted(p.name for p in directory.glob("*.itl")) if directory.is_dir() else []
     return names or ["<no vectors>"]
 
 
@@ -124,9 +121,7 @@ class OpSpec:
     needs: str | None = None  # attribute of certified.arith.interval it needs, if any
     int_arg: bool = False  # a trailing integer argument (pown)
     # True when the arguments leave the function's domain (DomainError is then allowed)
-    outside_domain: Callable[[tuple[Bounds, ...], int | None], bool] = lambda a, k: (
-        False
-    )
+    outside_domain: Callable[[tuple[Bounds, ...], int | None], bool] = lambda a, k: False
 
 
 def _contains_zero(b: Bounds) -> bool:
@@ -173,9 +168,7 @@ OPS: dict[str, OpSpec] = {
     "exp": OpSpec(1, _fn("exp"), "exp"),
     "expm1": OpSpec(1, _fn("expm1"), "expm1"),
     "log": OpSpec(1, _fn("log"), "log", outside_domain=lambda a, k: a[0][0] <= 0.0),
-    "logp1": OpSpec(
-        1, _fn("log1p"), "log1p", outside_domain=lambda a, k: a[0][0] <= -1.0
-    ),
+    "logp1": OpSpec(1, _fn("log1p"), "log1p", outside_domain=lambda a, k: a[0][0] <= -1.0),
     "tanh": OpSpec(1, _fn("tanh"), "tanh"),
     "abs": OpSpec(1, lambda pkg, x, k: abs(x[0])),
     "min": OpSpec(2, _fn("minimum"), "minimum"),
@@ -221,14 +214,12 @@ def classify(stmt: itl.Statement, implemented: Callable[[str], bool]) -> Case | 
             and not (isinstance(stmt.args[-1], itl.Number) and stmt.args[-1].is_integer)
         )
     ):
-        raise AssertionError(
-            f"{stmt.where}: unexpected form for {stmt.op}: {stmt.source}"
-        )
+        raise AssertionError(f"{stmt.where}: unexpected form for {stmt.op}: {stmt.source}")
     (result,) = stmt.results
     if stmt.signals:
         return "signal"
     if not isinstance(result, itl.IntervalLiteral):
-        raise AssertionError(f"{stmt.where}: non-interval result: {stmt.source}")  # noqa: TRY004
+        raise AssertionError(f"{stmt.where}: non-interval result: {stmt.source}")
     literals = (*intervals, result)
     if any(x.is_decorated for x in literals):
         return "decorated"
@@ -265,7 +256,7 @@ class Report:
 
 
 def _fmt(x: float) -> str:
-    return f"{x!r} ({float(x).hex()})"
+    return f"{float(x)!r} ({float(x).hex()})"
 
 
 def _evaluate(pkg, spec: OpSpec, cases: list[Case]):
@@ -320,7 +311,7 @@ def _run_one(report: Report, pkg, op: str, spec: OpSpec, case: Case) -> None:
                 f"range: {exc}"
             )
         return
-    except Exception as exc:  # noqa: BLE001 - any other exception is a reported failure
+    except Exception as exc:  # any other exception is a reported failure
         report.add(op, "failed")
         report.failures.append(f"{where}  raised {type(exc).__name__}: {exc}")
         return
@@ -352,7 +343,7 @@ def run_file(name: str) -> Report:
         spec = OPS[op]
         try:
             lo, hi = _evaluate(pkg, spec, cases)
-        except Exception:  # noqa: BLE001 - attribute it: redo the batch case by case
+        except Exception:  # attribute it: redo the batch case by case
             for case in cases:
                 _run_one(report, pkg, op, spec, case)
         else:
@@ -393,9 +384,7 @@ def test_ieee1788_summary() -> None:
     )
     failed = total.total("failed")
     skipped = sum(total.total("skip:" + r) for r in SKIP_REASONS)
-    lines = [
-        f"{'op':>8} {'run':>5} {'domain':>6} {'ovfl':>5} {'failed':>6} {'skipped':>7}"
-    ]
+    lines = [f"{'op':>8} {'run':>5} {'domain':>6} {'ovfl':>5} {'failed':>6} {'skipped':>7}"]
     for op in [*OPS, "(other)"]:
         c = total.counts.get(op)
         if c:
@@ -408,18 +397,14 @@ def test_ieee1788_summary() -> None:
     reasons = ", ".join(f"{total.total('skip:' + r)} {r}" for r in SKIP_REASONS)
     print("\n".join(lines))
     if missing:
-        print(
-            f"not in certified.arith.interval (their lines skipped): {', '.join(missing)}"
-        )
+        print(f"not in certified.arith.interval (their lines skipped): {', '.join(missing)}")
     print(f"skip reasons: {reasons}; evaluation took {total.seconds:.2f} s")
     print(
         f"IEEE 1788: {run} cases run, {domain} domain-rejected, {overflow} overflow-rejected, "
         f"{skipped} skipped (unsupported op/unbounded/empty/decorated), {failed} failures"
     )
     assert failed == 0, "\n".join(total.failures)
-    assert run + domain + overflow >= MIN_ELIGIBLE, (
-        "far fewer eligible lines than measured"
-    )
+    assert run + domain + overflow >= MIN_ELIGIBLE, "far fewer eligible lines than measured"
     assert run >= MIN_RUN, "far fewer lines evaluated than measured"
 
 
@@ -484,9 +469,7 @@ def _check_directed(q: Fraction) -> None:
     if math.isfinite(lo) and Fraction(lo) == q:
         assert hi == lo
     else:
-        assert math.nextafter(lo, math.inf) == hi or (
-            lo == 0.0 and hi == itl.MIN_SUBNORMAL
-        )
+        assert math.nextafter(lo, math.inf) == hi or (lo == 0.0 and hi == itl.MIN_SUBNORMAL)
     try:
         nearest = float(q)  # correctly rounded to nearest
     except OverflowError:

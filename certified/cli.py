@@ -1,0 +1,137 @@
+"""The ``certified`` command (see ``README.md`` and the CLI contract in the design notes).
+
+Exit codes: 0 success, 1 a check failed (REJECTED / not verified), 2 usage, input or I/O error.
+Errors print one line on stderr; nothing is written on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from certified import __version__
+from certified.errors import CertifiedError
+
+__all__ = ["main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # usage errors exit 2 with one line, as argparse does
+        self.print_usage(sys.stderr)
+        self.exit(2, f"certified: error: {message}\n")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="certified",
+        description="Rigorous numerics for neural ODEs and transformers: certified enclosures, "
+        "theorem-instance verdicts and re-checkable certificates.",
+    )
+    p.add_argument("--version", action="version", version=f"certified {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    d = sub.add_parser("demo", help="run the main job on embedded defaults and re-check it")
+    d.add_argument("--out", type=Path, help="directory for the demo's output files")
+    d.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+    from certified.bench import SUITES
+
+    b = sub.add_parser("bench", help="benchmarks: ratios against float64 in the same run")
+    b.add_argument("suite", choices=sorted(SUITES), help="which hot paths to measure")
+    b.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    b.add_argument("--quick", action="store_true", help="smaller sizes (for smoke tests)")
+    return p
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from certified.demo import run_demo, write_summary
+
+    t0 = time.perf_counter()
+    checks = run_demo()
+    all_ok = all(c.passed for c in checks)
+    path = write_summary(checks, args.out) if args.out is not None and all_ok else None
+    seconds = time.perf_counter() - t0
+    verdict = "VERIFIED" if all_ok else "REFUTED"
+    if args.json:
+        json.dump(
+            {
+                "command": "demo",
+                "verdict": verdict,
+                "certificate": None if path is None else str(path),
+                "seconds": seconds,
+                "checks": [
+                    {"name": c.name, "passed": c.passed, "max_width": repr(c.max_width)}
+                    for c in checks
+                ],
+            },
+            sys.stdout,
+        )
+        print()
+    else:
+        print(f"certified {__version__} demo: rigorous arithmetic, re-checked in 256-bit arb")
+        for c in checks:
+            mark = "ok  " if c.passed else "FAIL"
+            print(f"  [{mark}] {c.name:40s} max width {c.max_width:.3e}  {c.detail}")
+        print(f"{verdict}: {sum(c.passed for c in checks)}/{len(checks)} checks in {seconds:.2f} s")
+        if path is not None:
+            print(f"summary written to {path}")
+    return 0 if all_ok else 1
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from certified.bench import run_suite
+
+    t0 = time.perf_counter()
+    results = run_suite(args.suite, quick=args.quick)
+    seconds = time.perf_counter() - t0
+    if args.json:
+        json.dump(
+            {
+                "command": "bench",
+                "verdict": "VERIFIED",
+                "certificate": None,
+                "seconds": seconds,
+                "suite": args.suite,
+                "benchmarks": [r.to_json() for r in results],
+            },
+            sys.stdout,
+        )
+        print()
+        return 0
+    print(f"certified bench {args.suite}: ratio = seconds / baseline seconds, same run")
+    print(f"  {'benchmark':46s} {'seconds':>10s} {'baseline':>16s} {'base s':>10s} {'ratio':>8s}")
+    for r in results:
+        target = "" if r.target is None else f"  (target <= {r.target:g})"
+        print(
+            f"  {r.name:46s} {r.seconds:10.5f} {r.baseline:>16s} {r.baseline_seconds:10.5f} "
+            f"{r.ratio:8.2f}{target}"
+        )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        if args.command == "demo":
+            return _demo(args)
+        if args.command == "bench":
+            return _bench(args)
+    except CertifiedError as exc:
+        print(f"certified {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"certified {args.command}: I/O error: {exc}", file=sys.stderr)
+        return 2
+    parser.error(f"unknown command {args.command!r}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
