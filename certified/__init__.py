@@ -2,8 +2,8 @@
 
 __version__ = "0.1.0"
 
-from certified.arith import Interval, Tri, TriArray, interval  # noqa: E402
-from certified.errors import (  # noqa: E402
+from certified.arith import Interval, Tri, TriArray, interval
+from certified.errors import (
     CertifiedError,
     DomainError,
     EmptyIntervalError,

@@ -98,16 +98,33 @@ def bench_arith(quick: bool = False) -> list[Benchmark]:
     z = rng.uniform(-20.0, 20.0, n)
     Z = Interval(z - 1e-9 * abs(z), z + 1e-9 * abs(z))
     out.append(
-        _bench(f"interval exp, {n} elements", lambda: iv.exp(Z), "np.exp", lambda: np.exp(z),
-               reps, target=20.0)
+        _bench(
+            f"interval exp, {n} elements",
+            lambda: iv.exp(Z),
+            "np.exp",
+            lambda: np.exp(z),
+            reps,
+            target=20.0,
+        )
     )
     out.append(
-        _bench(f"interval tanh, {n} elements", lambda: iv.tanh(Z), "np.exp", lambda: np.exp(z),
-               reps, target=20.0)
+        _bench(
+            f"interval tanh, {n} elements",
+            lambda: iv.tanh(Z),
+            "np.exp",
+            lambda: np.exp(z),
+            reps,
+            target=20.0,
+        )
     )
     out.append(
-        _bench(f"interval tanh, {n} elements (vs np.tanh)", lambda: iv.tanh(Z), "np.tanh",
-               lambda: np.tanh(z), reps)
+        _bench(
+            f"interval tanh, {n} elements (vs np.tanh)",
+            lambda: iv.tanh(Z),
+            "np.tanh",
+            lambda: np.tanh(z),
+            reps,
+        )
     )
 
     # the same computations in arb (53-bit balls), for comparison
@@ -120,14 +137,15 @@ def bench_arith(quick: bool = False) -> list[Benchmark]:
 
     def arb_mul():
         with precision(53):
-            return [p * q for p, q in zip(xa, ya)]
+            return [p * q for p, q in zip(xa, ya, strict=True)]
 
     def arb_exp():
         with precision(53):
             return [p.exp() for p in za]
 
-    out.append(_bench(f"arb multiply, {m} elements", arb_mul, "float64 x * y",
-                      lambda: xs * ys, reps))
+    out.append(
+        _bench(f"arb multiply, {m} elements", arb_mul, "float64 x * y", lambda: xs * ys, reps)
+    )
     out.append(_bench(f"arb exp, {m} elements", arb_exp, "np.exp", lambda: np.exp(zs), reps))
     cols = 500 if quick else 2_000
     with precision(53):
@@ -140,8 +158,13 @@ def bench_arith(quick: bool = False) -> list[Benchmark]:
 
     bc = np.ascontiguousarray(b[:, :cols])
     out.append(
-        _bench(f"arb_mat product 64x64 @ 64x{cols}", arb_matmul, "float64 a @ b",
-               lambda: a @ bc, max(1, reps // 2))
+        _bench(
+            f"arb_mat product 64x64 @ 64x{cols}",
+            arb_matmul,
+            "float64 a @ b",
+            lambda: a @ bc,
+            max(1, reps // 2),
+        )
     )
     return out
 

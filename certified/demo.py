@@ -79,9 +79,7 @@ def run_demo() -> list[DemoCheck]:
         with precision(256):
             ok = all(_arb_inside(ref(arb(float(x[i]))), Y.lo[i], Y.hi[i]) for i in sample)
         rel = np.max(Y.width_upper() / np.maximum(np.abs(Y.mid()), 1e-300))
-        checks.append(
-            DemoCheck(f"{name} on 100,000 points", ok, float(rel), "relative width, max")
-        )
+        checks.append(DemoCheck(f"{name} on 100,000 points", ok, float(rel), "relative width, max"))
 
     # 3. softmax of interval logits: enclosures re-checked at sampled points of the box
     L = Interval(rng.standard_normal((50, 8)) - 1e-6, None)
@@ -111,9 +109,7 @@ def run_demo() -> list[DemoCheck]:
         lo = fmpq(*float(C.lo[i, j]).as_integer_ratio())
         hi = fmpq(*float(C.hi[i, j]).as_integer_ratio())
         ok &= lo <= exact <= hi
-    checks.append(
-        DemoCheck("matrix product 64x64 @ 64x300", ok, float(C.width_upper().max()), "")
-    )
+    checks.append(DemoCheck("matrix product 64x64 @ 64x300", ok, float(C.width_upper().max()), ""))
     return checks
 
 

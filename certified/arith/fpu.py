@@ -24,8 +24,8 @@ def _expectations() -> list[tuple[str, float, float]]:
     y = np.array([3 * 2.0**-54, -3 * 2.0**-54, 2.0**-54, 1.0 - 2.0**-30])
     return [
         # 1 + 3*2^-54 lies above the midpoint 1 + 2^-53: RN gives 1 + 2^-52, RD/RZ give 1
-        ("round-to-nearest (upward case)", float((x[0] + y[0])), 1.0 + 2.0**-52),
-        ("round-to-nearest (downward case)", float((x[1] + y[1])), -(1.0 + 2.0**-52)),
+        ("round-to-nearest (upward case)", float(x[0] + y[0]), 1.0 + 2.0**-52),
+        ("round-to-nearest (downward case)", float(x[1] + y[1]), -(1.0 + 2.0**-52)),
         # 1 + 2^-54 lies below the midpoint: RN gives 1, RU gives 1 + 2^-52
         ("round-to-nearest (tie-free)", float(x[0] + y[2]), 1.0),
         ("gradual underflow (no flush-to-zero)", float(x[2] / 2.0), 2.0**-1023),

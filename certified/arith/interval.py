@@ -81,7 +81,9 @@ def _as_float_array(x: Any, field: str) -> np.ndarray:
     if not np.all(np.isfinite(a)):
         bad = np.argwhere(~np.isfinite(a))[0]
         where = f"{field}[{', '.join(map(str, bad))}]" if a.ndim else field
-        raise NonFiniteError(f"{where}: {a[tuple(bad)]!r} is not finite; intervals need finite endpoints")
+        raise NonFiniteError(
+            f"{where}: {a[tuple(bad)]!r} is not finite; intervals need finite endpoints"
+        )
     return a
 
 
@@ -198,7 +200,10 @@ class Interval:
 
         check_precision(prec)
         with precision(prec):
-            flat = [arb(a).union(arb(b)) for a, b in zip(self._lo.ravel(), self._hi.ravel())]
+            flat = [
+                arb(a).union(arb(b))
+                for a, b in zip(self._lo.ravel(), self._hi.ravel(), strict=True)
+            ]
         return np.array(flat, dtype=object).reshape(self.shape).tolist() if self.ndim else flat[0]
 
     # --- basic properties ------------------------------------------------------------------
@@ -550,7 +555,10 @@ def dot(x: Any, y: Any) -> Interval:
 def matmul(x: Any, y: Any) -> Interval:
     """Matrix product by midpoint-radius arithmetic with an a priori rounding bound.
 
-    .. math:: |AB - \\mathrm{fl}(A_m B_m)| \\le |A_m|(B_r + \\gamma_n |B_m|) + A_r(|B_m| + B_r) + n\\eta
+    .. math::
+
+        |AB - \\mathrm{fl}(A_m B_m)| \\le |A_m|(B_r + \\gamma_n |B_m|)
+            + A_r(|B_m| + B_r) + n\\eta
 
     evaluated so that rounding can only increase it (proofs/bounds.md#matmul). 1-D operands
     are treated as in numpy. Three BLAS products.
@@ -620,5 +628,6 @@ def softmax(x: Any, axis: int = -1) -> Interval:
     shape = rest + (n,)
     back = lambda v: np.moveaxis(v.reshape(shape), -1, axis)  # noqa: E731
     return Interval._trusted(np.ascontiguousarray(back(rlo)), np.ascontiguousarray(back(rhi)))
+
 
 check_fpu_state()
