@@ -41,7 +41,7 @@ INV_LN2 = 1.4426950408889634
 # Relative error allowances E' (powers of two) of the transcendental kernels; each dominates
 # the proved error of its kernel with margin. proof: proofs/bounds.md#widening
 E_EXP = 2.0**-50
-E_EXPM1 = 2.0**-50
+E_EXPM1 = 2.0**-49
 E_LOG = 2.0**-49
 E_ATANH = 2.0**-50
 
@@ -384,32 +384,47 @@ def _exp_into(lo_, hi_, lo, hi):
     return BROKEN if bad else (OVERFLOW if over else OK)
 
 
+EXPM1_ARG_MAX = 700.0  # keeps k <= 1010, so that 2^k is in the table; above it, exp is used
+
+
 @kernel
 def _expm1_approx(x):
-    """(y, bad) with |y - expm1(x)| <= 6.5 u |y| + eta for -40 <= x <= EXP_ARG_MAX.
+    """(y, bad) with |y - expm1(x)| <= 11.7 u |y| + eta for -40 <= x <= EXPM1_ARG_MAX.
 
     expm1(x) = 2^k expm1(r) + (2^k - 1); for k = 0 this is the Taylor value itself, so there
     is no cancellation near 0. proof: proofs/bounds.md#expm1
     """
-    xc = min(max(x, -40.0), EXP_ARG_MAX)
+    xc = min(max(x, -40.0), EXPM1_ARG_MAX)
     k, r = _reduce(xc)
     q = _expm1_taylor(r)
-    t = POW2[int(k) + POW2_OFFSET]  # 2^k with k in [-58, 1024]; 2^1024 is never reached here
+    t = POW2[int(k) + POW2_OFFSET]  # 2^k with k in [-58, 1010]
     return _scale(q, k) + (t - 1.0), abs(r) > REDUCED_MAX
+
+
+@kernel
+def _expm1_core(x):
+    """(lo, hi, bad) enclosing expm1(x) for -40 <= x <= EXPM1_ARG_MAX."""
+    y, bad = _expm1_approx(x)
+    t = E_EXPM1 * abs(y) + 2.0 * ETA  # proof: proofs/bounds.md#widening
+    return max(dn(y - t), -1.0), up(y + t), bad
 
 
 @kernel
 def _expm1_bounds(x):
     """(lo, hi, flags) enclosing expm1(x) for any double x; flags counts a failed
     precondition (bit 0) and an overflow (bit 1). Branch-free, so loops vectorise."""
-    y, bad = _expm1_approx(x)
-    t = E_EXPM1 * abs(y) + 2.0 * ETA  # proof: proofs/bounds.md#widening
-    lo = max(dn(y - t), -1.0)
-    hi = up(y + t)
+    lo, hi, bad = _expm1_core(x)
     # below -40: -1 < expm1(x) < -1 + 2^-53 since e^-40 < 2^-53
     low = x < -40.0
     lo = -1.0 if low else lo
     hi = -1.0 + 2.0**-53 if low else hi
+    # above 700: expm1(x) = exp(x) - 1 with exp(x) > 1e304, enclosed by the exp kernel
+    ye, bad_e = _exp_approx(x)
+    te = E_EXP * ye + 2.0 * ETA
+    high = x > EXPM1_ARG_MAX
+    lo = dn(dn(ye - te) - 1.0) if high else lo
+    hi = up(ye + te) if high else hi
+    bad = bad | (bad_e & high)
     over = (x > EXP_ARG_MAX) | (abs(hi) > MAX_DOUBLE)
     return lo, hi, int(bad) + 2 * int(over)
 
@@ -518,8 +533,12 @@ log1p = _unary(_log1p_into)
 def _tanh_m(x, lower):
     """The bound of m = expm1(-2|x|) in (-1, 0] needed for a lower (lower=True) or upper
     bound of tanh(x): tanh|x| = -m / (2 + m) decreases in m and tanh is odd."""
-    ml, mh, flags = _expm1_bounds(-2.0 * abs(x))
-    return (ml if (x >= 0.0) != lower else mh), flags & 1
+    z = -2.0 * abs(x)
+    ml, mh, bad = _expm1_core(z)
+    low = z < -40.0  # -1 < expm1(z) < -1 + 2^-53 there
+    ml = -1.0 if low else ml
+    mh = -1.0 + 2.0**-53 if low else mh
+    return (ml if (x >= 0.0) != lower else mh), int(bad)
 
 
 @kernel

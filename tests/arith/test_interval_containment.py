@@ -646,7 +646,7 @@ def random_interval_matrix(rng: np.random.Generator, shape: tuple[int, int]) -> 
     mid = rng.uniform(-1e3, 1e3, shape) * rng.choice([1.0, 1e-3, 1e-8], shape)
     kind = rng.integers(0, 4, shape)
     half = np.choose(
-        kind, [0.0 * mid, np.spacing(mid), 1e-6 * np.abs(mid), rng.uniform(0, 1e3, shape)]
+        kind, [0.0 * mid, np.abs(np.spacing(mid)), 1e-6 * np.abs(mid), rng.uniform(0, 1e3, shape)]
     )
     return Interval(mid - half, mid + half)
 
