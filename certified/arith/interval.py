@@ -257,15 +257,18 @@ class Interval:
         return np.minimum(np.maximum(m, self._lo), self._hi)
 
     def width_upper(self) -> np.ndarray:
-        """Upper bounds on ``hi - lo``. Guarantee: upper bound."""
-        w = self._hi - self._lo
-        return w + (_kernels.PHI * np.abs(w) + _kernels.ETA)
+        """Upper bounds on ``hi - lo`` (``inf`` beyond the float64 range). Guarantee: upper
+        bound (proofs/bounds.md#pred-succ)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            w = self._hi - self._lo
+            return w + (_kernels.PHI * np.abs(w) + _kernels.ETA)
 
     def rad_upper(self) -> np.ndarray:
         """Upper bounds on the radius about :meth:`mid`. Guarantee: upper bound."""
         m = self.mid()
-        r = np.maximum(self._hi - m, m - self._lo)
-        return r + (_kernels.PHI * np.abs(r) + _kernels.ETA)
+        with np.errstate(over="ignore", invalid="ignore"):
+            r = np.maximum(self._hi - m, m - self._lo)
+            return r + (_kernels.PHI * np.abs(r) + _kernels.ETA)
 
     def contains(self, x: Any) -> np.ndarray:
         """Where the double(s) ``x`` lie in the interval(s). Guarantee: exact."""

@@ -62,8 +62,10 @@ from certified.errors import DomainError, RangeOverflowError, ShapeError
 SHAPES = st.sampled_from([(), (1,), (3,), (2, 2)])
 TRANSCENDENTAL = ("sqrt", "exp", "expm1", "log", "log1p", "tanh", "sigmoid", "softplus")
 # Reductions may overflow in a partial sum even when the total fits (a recursive sum cannot be
-# asked to avoid that), so they are excused when the sum of magnitudes is this large; matmul
-# forms midpoint and radius products each up to |A||B|, hence the factor 4.
+# asked to avoid that), so they are excused when the sum of magnitudes is this large.  matmul
+# forms midpoint and radius products each up to |A||B|, hence the factor 4; it is also excused
+# when an operand entry is that large, since the radius of [-DBL_MAX, DBL_MAX] rounded up is
+# not a double (so [0, 0] @ [-DBL_MAX, DBL_MAX] may overflow although the product is 0).
 REDUCTION_OVERFLOW = OVERFLOW_SLACK * exact(DBL_MAX)
 MATMUL_OVERFLOW = exact(DBL_MAX) / 4
 
@@ -269,8 +271,9 @@ def misses_matmul(
     try:
         Z = A @ B
     except RangeOverflowError:
+        entries = [*_magnitudes(A).flat, *_magnitudes(B).flat]
         bound = _exact_matmul(_magnitudes(A), _magnitudes(B), shape)
-        if any(b > MATMUL_OVERFLOW for b in bound.flat):
+        if any(b > MATMUL_OVERFLOW for b in [*bound.flat, *entries]):
             return []
         return _unjustified_overflow("matmul")
     values = [_exact_matmul(pa, pb, shape) for pa, pb in points]
@@ -588,6 +591,20 @@ def test_function_corner_points(name: str, x: float) -> None:
     check_function(name, X, seed=0)
 
 
+# Intervals on which hypothesis found misses, pinned (function, lo, hi).
+PINNED_INTERVALS = [
+    ("expm1", 0.0, 709.5),  # enclosure [-1.5e-323, -4.4e307]: the POW2 table is read at 2^1024
+    ("expm1", 709.6, 709.7),
+    ("log1p", -0.9999999999999999, DBL_MAX),  # upper endpoint NaN
+    ("log1p", 1e308, DBL_MAX),
+]
+
+
+@pytest.mark.parametrize(("name", "lo", "hi"), PINNED_INTERVALS)
+def test_function_pinned_intervals(name: str, lo: float, hi: float) -> None:
+    check_function(name, _pin(lo, hi), seed=0)
+
+
 # --- reductions: isum, dot, matmul, logsumexp, softmax --------------------------------------
 
 
@@ -685,7 +702,9 @@ def test_softmax_contains_arb(data: st.DataObject, shape: tuple[int, ...], seed:
 @pytest.mark.parametrize(
     "row",
     [
-        [-1e308, 1e308],
+        [-1e308, 1e308],  # logsumexp: spurious overflow (up(-inf) = NaN in x_j - max)
+        [-1e308, 1e308, 1e308],  # softmax: [0.9999999999999998, 0.5000000000000014] for 1/2
+        [-DBL_MAX, 1.0, 1.0],
         [-DBL_MAX, DBL_MAX],
         [1e308, 1e308],
         [0.0, -800.0, 800.0],
@@ -854,12 +873,12 @@ def test_softplus_overflow_only_when_exact_value_overflows(x: float) -> None:
 
 # --- tightness sanity (not soundness: catches gross over-widening) --------------------------
 
-# Measured maxima of (hi - lo) / max(|lo|, |hi|, 2**-1022) over the grid below: about 3.7e-15
-# (exp, expm1, sigmoid, softplus), 7.6e-15 (log), 1.2e-14 (tanh, log1p near the ends of its
-# series range), 4.5e-16 (sqrt).  The kernels widen by E' <= 2**-49 ~ 1.8e-15 on each side
-# (proofs/bounds.md#widening) plus a few roundings of intermediate enclosures (tanh and
-# log1p combine two), so 2**-44 ~ 5.7e-14 leaves a factor ~4 of headroom below the 1e-13
-# of the brief while still failing for any kernel that widens by a thousand ulps.
+# Measured maxima of (hi - lo) / max(|lo|, |hi|, 2**-1022) over the grid below: 4.4e-16
+# (sqrt), 2.4e-15 (exp), 3.4e-15 (sigmoid), 4.2e-15 (expm1, log), 4.8e-15 (log1p), 6.4e-15
+# (softplus), 8.5e-15 (tanh, which combines two enclosures).  The kernels widen by
+# E' <= 2**-49 ~ 1.8e-15 on each side (proofs/bounds.md#widening) plus a few outward roundings
+# of intermediate enclosures, so 2**-44 ~ 5.7e-14 leaves a factor ~7 of headroom (below the
+# 1e-13 of the brief) while failing for any kernel that widens by a few hundred ulps.
 TIGHTNESS = 2.0**-44
 _GRID = np.concatenate([np.linspace(-30.0, 30.0, 601), [0.0, TINY, -TINY, 1e-300, -1e-300]])
 TIGHTNESS_INPUTS = {

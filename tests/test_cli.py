@@ -1,0 +1,85 @@
+"""The command-line contract: exit codes, --json output, nothing written on failure."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from certified import __version__
+from certified.cli import main
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "certified.cli", *args], capture_output=True, text=True, timeout=600
+    )
+
+
+def test_version_and_help(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert __version__ in capsys.readouterr().out
+    assert main([]) == 2  # no command: help on stdout, usage error
+
+
+def test_usage_errors_exit_2():
+    r = run("bench", "nonexistent-suite")
+    assert r.returncode == 2
+    assert "invalid choice" in r.stderr
+    r = run("frobnicate")
+    assert r.returncode == 2
+
+
+def test_demo_verifies_and_writes_summary(tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["command"] == "demo"
+    assert payload["verdict"] == "VERIFIED"
+    assert set(payload) >= {"command", "verdict", "certificate", "seconds"}
+    summary = json.loads((out / "demo_summary.json").read_text())
+    assert summary["kind"] == "demo-summary"
+    assert all(c["passed"] for c in summary["checks"])
+    assert [p.name for p in out.iterdir()] == ["demo_summary.json"]  # no temporary left over
+
+
+def test_demo_output_under_a_file_exits_2_and_writes_nothing(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    r = run("demo", "--out", str(blocker / "sub"))
+    assert r.returncode == 2
+    assert "I/O error" in r.stderr
+    assert r.stdout.count("\n") <= 20
+    assert blocker.read_text() == "not a directory"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_demo_failure_exits_1_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    from certified import demo
+
+    real = demo.run_demo
+
+    def broken():
+        checks = real()
+        return [checks[0].__class__(c.name, False, c.max_width, c.detail) for c in checks]
+
+    monkeypatch.setattr(demo, "run_demo", broken)
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out)]) == 1
+    assert "REFUTED" in capsys.readouterr().out
+    assert not out.exists()
+
+
+def test_bench_json_contract(capsys):
+    assert main(["bench", "arith", "--quick", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["command"] == "bench"
+    names = [b["name"] for b in payload["benchmarks"]]
+    assert any("matmul" in n for n in names) and any("exp" in n for n in names)
+    for b in payload["benchmarks"]:
+        assert set(b) >= {"name", "seconds", "baseline", "baseline_seconds", "ratio"}
+        assert b["ratio"] == pytest.approx(b["seconds"] / b["baseline_seconds"])
