@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from certified.arith import _kernels as K
+from certified.arith import _kernels as K  # noqa: N812
 
 finite = st.floats(allow_nan=False, allow_infinity=False)
 # bias towards the places where pred/succ are delicate: binade boundaries and subnormals
