@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 import os
+import tempfile
+
+# Compiled kernels run with bounds checking in the tests (an out-of-range table index would
+# otherwise read garbage silently), cached apart from the production build.
+os.environ.setdefault("NUMBA_BOUNDSCHECK", "1")
+os.environ.setdefault(
+    "NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(), "certified-numba-boundscheck")
+)
 
 import flint
 import pytest
