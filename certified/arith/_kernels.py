@@ -30,6 +30,7 @@ OK, OVERFLOW, DOMAIN, BROKEN = 0, 1, 2, 3
 U = 2.0**-53  # unit roundoff
 PHI = 2.0**-53 * (1.0 + 2.0**-52)  # u(1 + 2u), proof: proofs/bounds.md#pred-succ
 ETA = 2.0**-1074  # smallest positive subnormal
+MAX_DOUBLE = 1.7976931348623157e308
 INF = math.inf
 
 # Cody-Waite split of ln 2: LN2_HI has 32 significant bits, so k*LN2_HI is exact for |k| < 2^21.
@@ -45,7 +46,7 @@ E_EXPM1 = 2.0**-49
 E_LOG = 2.0**-49
 E_ATANH = 2.0**-50
 
-EXP_ARG_MAX = 709.78  # exp(x) <= 1.7968e308 < max double for x <= EXP_ARG_MAX
+EXP_ARG_MAX = 709.7827128933839  # <= log(max double); above it exp(x) overflows
 EXP_ARG_MIN = -745.2  # exp(x) < 2^-1074 for x <= EXP_ARG_MIN
 REDUCED_MAX = 0.3466  # |r| bound after reduction; proof: proofs/bounds.md#exp-reduction
 
@@ -61,16 +62,18 @@ ATANH_COEF = np.array([1.0 / (2 * i + 1) for i in range(11)])
 
 @kernel
 def dn(c):
-    """A double <= pred(c) for finite c (hence <= any real that rounds to c)."""
+    """A double <= pred(c) for finite c (hence <= any real that rounds to c). A rounded +inf
+    stands for a real above the largest double, so its lower bound is that double."""
     # proof: proofs/bounds.md#pred-succ
-    return c - (PHI * abs(c) + ETA)
+    return MAX_DOUBLE if c > MAX_DOUBLE else c - (PHI * abs(c) + ETA)
 
 
 @kernel
 def up(c):
-    """A double >= succ(c) for finite c (hence >= any real that rounds to c)."""
+    """A double >= succ(c) for finite c (hence >= any real that rounds to c); -inf gives
+    -MAX_DOUBLE for the same reason as in dn."""
     # proof: proofs/bounds.md#pred-succ
-    return c + (PHI * abs(c) + ETA)
+    return -MAX_DOUBLE if c < -MAX_DOUBLE else c + (PHI * abs(c) + ETA)
 
 
 @kernel
@@ -79,9 +82,6 @@ def widen(y, e):
     # proof: proofs/bounds.md#widening
     t = e * abs(y) + 2.0 * ETA
     return dn(y - t), up(y + t)
-
-
-MAX_DOUBLE = 1.7976931348623157e308
 
 
 @kernel
@@ -361,9 +361,12 @@ def _scale(p, k):
 @kernel
 def _exp_approx(x):
     """(y, bad) with |y - exp(x)| <= 4.41 u y + eta for EXP_ARG_MIN < x <= EXP_ARG_MAX."""
-    xc = min(max(x, EXP_ARG_MIN), EXP_ARG_MAX)
+    # comparisons written so that a NaN argument becomes EXP_ARG_MIN (keeping the table index
+    # in range) and is flagged as a broken precondition
+    xc = x if x >= EXP_ARG_MIN else EXP_ARG_MIN
+    xc = xc if xc <= EXP_ARG_MAX else EXP_ARG_MAX
     k, r = _reduce(xc)
-    return _scale(_exp_taylor(r), k), abs(r) > REDUCED_MAX
+    return _scale(_exp_taylor(r), k), (not abs(r) <= REDUCED_MAX) | (x != x)
 
 
 @kernel
@@ -394,11 +397,12 @@ def _expm1_approx(x):
     expm1(x) = 2^k expm1(r) + (2^k - 1); for k = 0 this is the Taylor value itself, so there
     is no cancellation near 0. proof: proofs/bounds.md#expm1
     """
-    xc = min(max(x, -40.0), EXPM1_ARG_MAX)
+    xc = x if x >= -40.0 else -40.0  # a NaN becomes -40 and is flagged
+    xc = xc if xc <= EXPM1_ARG_MAX else EXPM1_ARG_MAX
     k, r = _reduce(xc)
     q = _expm1_taylor(r)
     t = POW2[int(k) + POW2_OFFSET]  # 2^k with k in [-58, 1010]
-    return _scale(q, k) + (t - 1.0), abs(r) > REDUCED_MAX
+    return _scale(q, k) + (t - 1.0), (not abs(r) <= REDUCED_MAX) | (x != x)
 
 
 @kernel
@@ -497,6 +501,10 @@ def _log1p_point(x):
     if -0.29 <= x <= 0.41:
         # proof: proofs/bounds.md#log : log1p(x) = 2 atanh(x / (2 + x)), |s| <= 0.1702
         return widen(_two_atanh(x / (2.0 + x)), E_ATANH)
+    if x > 2.0**60:
+        # log(x) < log(1 + x) = log(x) + log1p(1/x) <= log(x) + 2^-60 (1 + x would overflow)
+        lo, hi = _log_point(x)
+        return lo, up(hi + 2.0**-60)
     # |log(1 + x)| >= 0.34 here; 1 + x enclosed by outward rounding, log is increasing
     return _log_point(dn(1.0 + x))[0], _log_point(up(1.0 + x))[1]
 

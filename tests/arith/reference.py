@@ -44,7 +44,6 @@ __all__ = [
     "ball_overflows_double",
     "exact",
     "exact_midpoint",
-    "fmpq_in",
     "logsumexp_ball",
     "logsumexp_encloses",
     "overflows_double",
@@ -260,11 +259,6 @@ def softmax_encloses(xs: Sequence[fmpq], i: int, lo: float, hi: float) -> bool:
         return exps[i] / sum(exps[1:], exps[0]), (_ZERO, _ONE)
 
     return _ball_encloses(compute, lo, hi)
-
-
-def fmpq_in(value: fmpq, lo: float, hi: float) -> bool:
-    """Exact rational containment ``lo <= value <= hi``."""
-    return exact(lo) <= value <= exact(hi)
 
 
 def overflows_double(value: fmpq) -> bool:
