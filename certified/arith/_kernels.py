@@ -62,18 +62,19 @@ ATANH_COEF = np.array([1.0 / (2 * i + 1) for i in range(11)])
 
 @kernel
 def dn(c):
-    """A double <= pred(c) for finite c (hence <= any real that rounds to c). A rounded +inf
-    stands for a real above the largest double, so its lower bound is that double."""
+    """A double <= pred(c) for finite c (hence <= any real that rounds to c).
+
+    Infinite c gives -inf or NaN: kernels report such results as overflow, and never feed
+    them to a table lookup (see _exp_approx)."""
     # proof: proofs/bounds.md#pred-succ
-    return MAX_DOUBLE if c > MAX_DOUBLE else c - (PHI * abs(c) + ETA)
+    return c - (PHI * abs(c) + ETA)
 
 
 @kernel
 def up(c):
-    """A double >= succ(c) for finite c (hence >= any real that rounds to c); -inf gives
-    -MAX_DOUBLE for the same reason as in dn."""
+    """A double >= succ(c) for finite c (hence >= any real that rounds to c)."""
     # proof: proofs/bounds.md#pred-succ
-    return -MAX_DOUBLE if c < -MAX_DOUBLE else c + (PHI * abs(c) + ETA)
+    return c + (PHI * abs(c) + ETA)
 
 
 @kernel
@@ -361,10 +362,9 @@ def _scale(p, k):
 @kernel
 def _exp_approx(x):
     """(y, bad) with |y - exp(x)| <= 4.41 u y + eta for EXP_ARG_MIN < x <= EXP_ARG_MAX."""
-    # comparisons written so that a NaN argument becomes EXP_ARG_MIN (keeping the table index
-    # in range) and is flagged as a broken precondition
-    xc = x if x >= EXP_ARG_MIN else EXP_ARG_MIN
-    xc = xc if xc <= EXP_ARG_MAX else EXP_ARG_MAX
+    # constant first: max(c, NaN) is c (Python semantics, which numba follows), so a NaN
+    # argument keeps the table index in range; it is flagged as a broken precondition
+    xc = min(EXP_ARG_MAX, max(EXP_ARG_MIN, x))
     k, r = _reduce(xc)
     return _scale(_exp_taylor(r), k), (not abs(r) <= REDUCED_MAX) | (x != x)
 
@@ -397,8 +397,7 @@ def _expm1_approx(x):
     expm1(x) = 2^k expm1(r) + (2^k - 1); for k = 0 this is the Taylor value itself, so there
     is no cancellation near 0. proof: proofs/bounds.md#expm1
     """
-    xc = x if x >= -40.0 else -40.0  # a NaN becomes -40 and is flagged
-    xc = xc if xc <= EXPM1_ARG_MAX else EXPM1_ARG_MAX
+    xc = min(EXPM1_ARG_MAX, max(-40.0, x))  # a NaN becomes -40 and is flagged (see above)
     k, r = _reduce(xc)
     q = _expm1_taylor(r)
     t = POW2[int(k) + POW2_OFFSET]  # 2^k with k in [-58, 1010]
@@ -648,6 +647,14 @@ def sum_rows(lo_, hi_):
 
 
 @kernel
+def _shift(v, c):
+    """fl(v - c) for v <= c, raised to -1000 when below: exp of anything below -745.2 is
+    enclosed by [0, eta] anyway, and this keeps -inf (overflow of v - c) out of dn/up."""
+    d = v - c
+    return d if d >= -1000.0 else -1000.0
+
+
+@kernel
 def _lse_bounds(v, lower):
     """Bound on log(sum_j exp(v_j)) from below (lower=True) or above; proof: bounds.md#lse."""
     n = v.shape[0]
@@ -656,10 +663,11 @@ def _lse_bounds(v, lower):
         c = max(c, v[j])
     acc = 0.0
     for j in range(n):
+        d = _shift(v[j], c)
         if lower:
-            acc = dn(acc + _exp_point(dn(v[j] - c))[0])
+            acc = dn(acc + _exp_point(dn(d))[0])
         else:
-            acc = up(acc + _exp_point(up(v[j] - c))[1])
+            acc = up(acc + _exp_point(up(d))[1])
     # acc >= 1 - tiny (the term j = argmax contributes exp(0) enclosed)
     if lower:
         return dn(c + _log_point(acc)[0])
@@ -702,10 +710,12 @@ def softmax_rows(lo_, hi_):
         tlo = 0.0  # lower bound of sum_j exp(lo_j - c)
         thi = 0.0  # upper bound of sum_j exp(hi_j - c)
         for j in range(n):
-            alo_lo[j] = _exp_point(dn(lo_[i, j] - c))[0]
-            alo_hi[j] = _exp_point(up(lo_[i, j] - c))[1]
-            ahi_lo[j] = _exp_point(dn(hi_[i, j] - c))[0]
-            ahi_hi[j] = _exp_point(up(hi_[i, j] - c))[1]
+            dlo = _shift(lo_[i, j], c)
+            dhi = _shift(hi_[i, j], c)
+            alo_lo[j] = _exp_point(dn(dlo))[0]
+            alo_hi[j] = _exp_point(up(dlo))[1]
+            ahi_lo[j] = _exp_point(dn(dhi))[0]
+            ahi_hi[j] = _exp_point(up(dhi))[1]
             tlo = dn(tlo + alo_lo[j])
             thi = up(thi + ahi_hi[j])
         for j in range(n):

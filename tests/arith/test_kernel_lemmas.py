@@ -121,3 +121,27 @@ def test_reduction_precondition_holds(x):
         k, r = K._reduce(float(v))
         assert abs(r) <= K.REDUCED_MAX
         assert k == float(int(k))
+
+
+@pytest.mark.parametrize("name", ["exp", "expm1", "tanh"])
+def test_nan_reaching_a_table_kernel_is_flagged_not_indexed(name):
+    """A NaN (which validated inputs never contain) must not index the 2^k table out of
+    range; it is reported as a broken precondition (relies on max(c, nan) == c)."""
+    x = np.array([math.nan, 0.5, -math.nan])
+    lo, hi, status = getattr(K, name)(x, x)
+    assert status == K.BROKEN
+    assert np.isfinite(lo[1]) and np.isfinite(hi[1])
+
+
+def test_softmax_and_lse_with_endpoints_near_the_float_limit():
+    """v_j - max(v) overflows to -inf for endpoints near -+max double: bounds stay valid."""
+    big = 1.7976931348623157e308
+    lo = np.array([[-big, -big, 0.0]])
+    hi = np.array([[big / 2, -big, 0.0]])
+    slo, shi, status = K.softmax_rows(lo, hi)
+    assert status == K.OK
+    assert np.all((0.0 <= slo) & (slo <= shi) & (shi <= 1.0))
+    llo, lhi, status = K.logsumexp_rows(lo, hi)
+    assert status == K.OK and llo[0] <= math.log(3) and lhi[0] >= big / 2
+    _, _, status = K.logsumexp_rows(lo, np.array([[big, -big, 0.0]]))
+    assert status == K.OVERFLOW  # log-sum-exp above the largest double: honestly reported
