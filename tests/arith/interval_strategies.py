@@ -16,6 +16,7 @@ import sys
 
 import numpy as np
 from hypothesis import strategies as st
+from reference import exact, exact_midpoint
 
 __all__ = [
     "CORNER_MAGNITUDES",
@@ -188,11 +189,6 @@ def sample_points(
     dyadic rational, in general not a double, strictly inside when ``lo < hi``) and
     ``n_random`` random doubles.
     """
-    from reference import (
-        exact,
-        exact_midpoint,
-    )  # local: keep strategies importable alone
-
     lo = np.asarray(lo, dtype=np.float64)
     hi = np.asarray(hi, dtype=np.float64)
     to_exact = np.frompyfunc(exact, 1, 1)

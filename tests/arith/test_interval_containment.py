@@ -117,7 +117,8 @@ def invalid_result(op: str, Z: Any, shape: tuple[int, ...]) -> list[Miss]:
 
 def _rational_misses(op: str, Z: Interval, values: Sequence[np.ndarray]) -> list[Miss]:
     to_exact = np.frompyfunc(exact, 1, 1)
-    lo_q, hi_q = to_exact(Z.lo), to_exact(Z.hi)  # exact endpoints, converted once
+    lo_q = _objects(to_exact(Z.lo), Z.shape)  # exact endpoints, converted once
+    hi_q = _objects(to_exact(Z.hi), Z.shape)
     misses = []
     for value in values:
         for idx in np.ndindex(Z.shape):
