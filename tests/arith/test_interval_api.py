@@ -176,3 +176,35 @@ def test_mid_and_width_bounds():
     r = X.rad_upper()
     for lo, hi, mi, ri in zip(X.lo, X.hi, m, r, strict=True):
         assert Fraction(ri) >= max(Fraction(hi) - Fraction(mi), Fraction(mi) - Fraction(lo))
+
+
+def test_matmul_work_arrays_are_per_thread():
+    """matmul reuses work arrays; concurrent products in threads must not share them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(5)
+    mats = [(rng.standard_normal((16, 32)), rng.standard_normal((32, 400))) for _ in range(8)]
+
+    def product(ab):
+        a, b = ab
+        C = Interval(a) @ Interval(b - 1e-9, b + 1e-9)
+        return C, a, b
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(product, mats * 3))
+    for C, a, b in results:
+        for i, j in [(0, 0), (15, 399), (7, 123)]:
+            exact = sum(Fraction(a[i, k]) * Fraction(b[k, j]) for k in range(32))
+            assert Fraction(C.lo[i, j]) <= exact <= Fraction(C.hi[i, j])
+
+
+def test_matmul_of_point_matrices_is_tight_and_tiny_values_stay_sound():
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((8, 8)), rng.standard_normal((8, 5))
+    C = Interval(a) @ Interval(b)
+    # the a priori bound: width about 2 gamma_n |a||b| (no radius from the point operands)
+    assert np.all(C.width_upper() <= 4 * (8 + 2) * 2.0**-53 * (np.abs(a) @ np.abs(b)))
+    tiny = Interval(a * 1e-300) @ Interval(b * 1e-10)  # products near the subnormal range
+    for i in range(8):
+        exact = sum(Fraction(a[i, k] * 1e-300) * Fraction(b[k, 0] * 1e-10) for k in range(8))
+        assert Fraction(tiny.lo[i, 0]) <= exact <= Fraction(tiny.hi[i, 0])
