@@ -80,6 +80,17 @@ def bench_arith(quick: bool = False) -> list[Benchmark]:
         )
     )
 
+    P = Interval(a)
+    out.append(
+        _bench(
+            "matmul point 64x64 @ interval 64x10000",
+            lambda: P @ B,
+            "float64 a @ b",
+            lambda: a @ b,
+            reps,
+        )
+    )
+
     n = 10**5 if quick else 10**6
     x = rng.standard_normal(n)
     y = rng.standard_normal(n)
