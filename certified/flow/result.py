@@ -1,0 +1,69 @@
+"""Results of certified flows: what a method returns, whatever the method.
+
+In the spirit of diffrax's ``Solution``: enclosures at the requested times, a status whose
+message says what to do when it is not ``SUCCESS``, and the hints a certificate needs.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from certified.arith import Interval
+
+__all__ = ["FlowEnclosure", "FlowStatus"]
+
+
+class FlowStatus(enum.Enum):
+    """Outcome of a certified flow computation."""
+
+    SUCCESS = "success"  # every requested enclosure is certified
+    STEP_REJECTED = "step_rejected"  # a validation (Picard inclusion, region membership) failed
+    UNSUPPORTED = "unsupported"  # the method does not handle this field / schedule
+
+
+@dataclass(frozen=True)
+class FlowEnclosure:
+    """Certified enclosures of a flow map at requested times.
+
+    Attributes
+    ----------
+    times : tuple of fractions as strings (exact), the requested times, increasing.
+    enclosures : Interval of shape (len(times), N, d): enclosure of Phi_t(x_i) for each time t
+        and initial point (or box) i.
+    status : FlowStatus; ``SUCCESS`` means every enclosure is certified.
+    message : str, empty on success; otherwise what failed and what to change.
+    exact : object ndarray of fmpq, shape (len(times), N, d), or None: when the method computes
+        the flow exactly (laminar ReLU pieces with rational data), the exact images.
+    hints : dict, method-specific data a certificate needs (step times, tubes, boxes, ...).
+
+    Guarantee: if ``status is SUCCESS``, ``enclosures[k, i]`` contains ``Phi_{times[k]}(x_i)``
+    for every point of initial set i (and equals it when ``exact`` is given).
+    """
+
+    times: tuple[str, ...]
+    enclosures: Interval
+    status: FlowStatus
+    message: str = ""
+    exact: np.ndarray | None = None
+    hints: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, FlowStatus):
+            raise TypeError("status must be a FlowStatus")
+        if self.enclosures.ndim != 3 or self.enclosures.shape[0] != len(self.times):
+            raise ValueError("enclosures must have shape (len(times), N, d)")
+        if self.status is not FlowStatus.SUCCESS and not self.message:
+            raise ValueError("a failed flow needs a message saying what to change")
+
+    @property
+    def final(self) -> Interval:
+        """Enclosures at the last requested time, shape (N, d)."""
+        return self.enclosures[-1]
+
+    def max_width(self) -> float:
+        """Largest width (upper bound) over all enclosures at the final time."""
+        return float(np.max(self.final.width_upper()))
