@@ -180,7 +180,60 @@ def bench_arith(quick: bool = False) -> list[Benchmark]:
     return out
 
 
-SUITES: dict[str, Callable[[bool], list[Benchmark]]] = {"arith": bench_arith}
+def _tanh_rk4(Ws, As, bs, tau, X0, steps):
+    """Float64 classical RK4 for x' = W tanh(A x + b), vectorised over points (baseline)."""
+    x = X0.copy()
+    for W, A, b in zip(Ws, As, bs, strict=True):
+        h = tau / steps
+        for _ in range(steps):
+            k1 = np.tanh(x @ A.T + b) @ W.T
+            k2 = np.tanh((x + 0.5 * h * k1) @ A.T + b) @ W.T
+            k3 = np.tanh((x + 0.5 * h * k2) @ A.T + b) @ W.T
+            k4 = np.tanh((x + h * k3) @ A.T + b) @ W.T
+            x = x + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
+    return x
+
+
+def bench_flow(quick: bool = False) -> list[Benchmark]:
+    """The tanh ensemble of the flow issue: d = 3, p = 8, four pieces of 1/4, N = 1000."""
+    from certified.flow.smooth import smooth_flow
+
+    rng = np.random.default_rng(7)
+    Ws, As, bs = [], [], []
+    for _ in range(4):
+        Ws.append(rng.standard_normal((3, 8)) / np.sqrt(8))
+        As.append(rng.standard_normal((8, 3)))
+        bs.append(rng.standard_normal(8))
+    X0 = rng.uniform(-1, 1, (1000, 3))
+    if quick:
+        X0 = X0[:100]
+    reps = 1 if quick else 3
+    result = {}
+
+    def certified_run():
+        result["r"] = smooth_flow(Ws, As, bs, ["1/4"] * 4, X0, order=20, max_step="1/32")
+
+    # float64 RK4 with 256 steps per piece: error about 1e-13 here (reported below)
+    b = _bench(
+        f"tanh ensemble N={len(X0)}, d=3, p=8, 4 pieces (certified)",
+        certified_run,
+        "float64 RK4, 256 steps/piece",
+        lambda: _tanh_rk4(Ws, As, bs, 0.25, X0, 256),
+        reps,
+    )
+    res = result["r"]
+    x = _tanh_rk4(Ws, As, bs, 0.25, X0, 256)
+    extra = dict(b.extra)
+    extra.update(
+        certified_points=len(X0) if res.status.value == "success" else 0,
+        max_width=res.max_width(),
+        float_max_deviation=float(np.max(np.abs(x - res.final.mid()))),
+    )
+    out = [Benchmark(b.name, b.seconds, b.baseline, b.baseline_seconds, b.ratio, None, extra)]
+    return out
+
+
+SUITES: dict[str, Callable[[bool], list[Benchmark]]] = {"arith": bench_arith, "flow": bench_flow}
 
 
 def run_suite(name: str, quick: bool = False) -> list[Benchmark]:

@@ -109,6 +109,8 @@ def _bench(args: argparse.Namespace) -> int:
             f"  {r.name:46s} {r.seconds:10.5f} {r.baseline:>16s} {r.baseline_seconds:10.5f} "
             f"{r.ratio:8.2f}{target}"
         )
+        for key, value in r.extra.items():
+            print(f"      {key} = {value}")
     return 0
 
 
