@@ -232,7 +232,7 @@ def _lognorm_bound(Bl, Bh, Wl, Wh, Al, Ah, bl, bh, act, ul, uh, sl, sh, J):
 
 @kernel
 def taylor_step(
-    xhat, rad, hl, hh, Wl, Wh, Al, Ah, bl, bh, act, K, inflate, new_xhat, new_rad, ells, ok
+    xhat, rad, hl, hh, Wl, Wh, Al, Ah, bl, bh, act, K, inflate, new_xhat, new_rad, ells, ok, boxes
 ):
     """One validated step for every point: from x(t) in the ball B(xhat_i, rad_i) to
     x(t + h) in B(new_xhat_i, new_rad_i) for every h in [hl, hh]; ells_i bounds the log norm.
@@ -294,8 +294,12 @@ def taylor_step(
         if not good:
             ok[q] = 0
             continue
-        # N = X + [0, h] f(B) is inside B, hence itself an a priori box (smaller)
+        # B is exported as the certificate's hint (a checker whose ball is marginally larger
+        # still finds the inclusion); N = X + [0, h] f(B), inside B, is itself an a priori
+        # box and tighter, so the producer continues with N
         for j in range(d):
+            boxes[q, j, 0] = Bl[j]
+            boxes[q, j, 1] = Bh[j]
             Bl[j] = Nl[j]
             Bh[j] = Nh[j]
         # --- remainder: K-th coefficient over B

@@ -107,6 +107,7 @@ def smooth_flow(
     n = c.shape[0]
     log_lip = np.zeros(n)
     steps_used = []
+    chains = []
     hmax = to_fmpq(max_step, field="max_step")
     if hmax <= 0:
         raise InputError("max_step: must be positive")
@@ -134,9 +135,10 @@ def smooth_flow(
                 f"piece {j}: the a priori enclosure (Picard inclusion) failed even with "
                 f"{m // 2} steps; lower max_step or order, or split the initial sets",
             )
-        c, r, ell_h = result
+        c, r, ell_h, chain = result
         log_lip += ell_h
         steps_used.append(m)
+        chains.append(chain)
     R = np.broadcast_to(r[:, None], c.shape)
     enc = Interval(c) + Interval(-R, R)
     lipschitz = iv.exp(Interval(log_lip)).hi  # upper bounds of exp(sum l h)
@@ -149,6 +151,8 @@ def smooth_flow(
             "order": order,
             "steps": steps_used,
             "lipschitz": lipschitz,
+            # per piece: (centres (m+1, N, d), radii (m+1, N), a priori boxes (m, N, d, 2))
+            "chains": chains,
         },
     )
 
@@ -159,19 +163,43 @@ def _failure(n: int, d: int, total: str, message: str) -> FlowEnclosure:
 
 
 def _run_piece(c, r, tau, m, Wl, Wh, Al, Ah, bl, bh, act, order):
-    """m equal steps of length tau/m for all points; None if a Picard inclusion fails."""
+    """m equal steps of length tau/m for all points; None if a Picard inclusion fails.
+
+    Returns the new centres and radii, the sums of l h per point, and the chain a certificate
+    checker replays: centres (m+1, N, d), radii (m+1, N) and a priori boxes (m, N, d, 2)."""
     h = tau / m
     hl = fmpq_to_float(h, "down")
     hh = fmpq_to_float(h, "up")
-    n = c.shape[0]
+    n, d = c.shape
     ell_h = np.zeros(n)
-    for _ in range(m):
+    boxes = np.empty((m, n, d, 2))
+    centres = np.empty((m + 1, n, d))
+    radii = np.empty((m + 1, n))
+    centres[0], radii[0] = c, r
+    for step in range(m):
         new_c = np.empty_like(c)
         new_r = np.empty_like(r)
         ells = np.empty(n)
         ok = np.zeros(n, dtype=np.int64)
         SK.taylor_step(
-            c, r, hl, hh, Wl, Wh, Al, Ah, bl, bh, act, order, 0.1, new_c, new_r, ells, ok
+            c,
+            r,
+            hl,
+            hh,
+            Wl,
+            Wh,
+            Al,
+            Ah,
+            bl,
+            bh,
+            act,
+            order,
+            0.1,
+            new_c,
+            new_r,
+            ells,
+            ok,
+            boxes[step],
         )
         if not np.all(ok == 1):
             return None
@@ -179,4 +207,5 @@ def _run_piece(c, r, tau, m, Wl, Wh, Al, Ah, bl, bh, act, order):
         hstep = np.where(ells >= 0, hh, hl)
         ell_h = (Interval(ell_h) + Interval(ells) * Interval(hstep)).hi
         c, r = new_c, new_r
-    return c, r, ell_h
+        centres[step + 1], radii[step + 1] = c, r
+    return c, r, ell_h, (centres, radii, boxes)
