@@ -1,0 +1,691 @@
+"""Reading the input files of the command line exactly, and writing output files atomically.
+
+Formats (the CLI contract of ``design.md``):
+
+* points / dataset: ``.json`` ``{"X": n×d, "Y": n×d}`` (``Y`` optional for points), ``.npz``
+  with arrays ``X`` (and ``Y``), or ``.csv`` with one point per row for ``X`` alone;
+* measure: ``.json`` ``{"points": n×d, "weights": n}`` (weights optional: uniform ``1/n``).
+
+Numbers are JSON numbers or strings. A JSON integer is that integer, a JSON number with a
+fraction or an exponent is the binary64 double Python reads for it (``0.1`` is the double
+``3602879701896397/2**55``); a string is parsed exactly by
+:func:`~certified.arith.exact.to_fmpq` (``"0.1"`` is 1/10, ``"1/3"`` is one third). CSV fields
+are read as text, never via float, so ``0.1`` in a CSV file is 1/10. A JSON number below the
+double range (``1e-400``) is read as its double, 0; write it as a string to keep it.
+
+JSON is read strictly (:func:`parse_json`): ``NaN``/``Infinity`` tokens (which Python's
+``json`` accepts by default), numbers that overflow binary64 (``1e400``), duplicate keys,
+invalid UTF-8 and files over :data:`MAX_INPUT_BYTES` are rejected. Unknown keys are rejected
+by the readers.
+
+Errors: every problem raises a :class:`~certified.errors.CertifiedError` whose one-line
+message starts with the file name, then the field (``points.json: X[3]: expected 2
+coordinates, got 3``):
+
+* :class:`InputFileError`: the file cannot be read as strict JSON / CSV / NPZ at all (missing,
+  unreadable, too large, not UTF-8, syntax error, duplicate key, unsupported extension);
+* :class:`SchemaError`: wrong structure (missing or unknown key, wrong JSON type of a field);
+* :class:`~certified.errors.ShapeError`: ragged rows, wrong lengths, empty arrays;
+* :class:`~certified.errors.NonFiniteError`, :class:`~certified.errors.NumberFormatError`:
+  a number;
+* :class:`~certified.errors.InputError`: a value (negative weight, weights not summing to 1);
+* :class:`OutputFileError`: an output file cannot be written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import secrets
+import zipfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import flint
+import numpy as np
+
+from certified.arith.exact import fmpq_to_float, fmpq_to_str, to_fmpq
+from certified.errors import InputError, NonFiniteError, RangeOverflowError, ShapeError
+
+__all__ = [
+    "MAX_INPUT_BYTES",
+    "InputFileError",
+    "OutputFileError",
+    "SchemaError",
+    "check_keys",
+    "exact_matrix",
+    "exact_vector",
+    "parse_json",
+    "prefixed_errors",
+    "read_dataset",
+    "read_json",
+    "read_measure",
+    "read_points",
+    "write_json_atomic",
+]
+
+MAX_INPUT_BYTES = 256 * 2**20
+"""Largest input file read (256 MiB), also the limit on the uncompressed arrays of a ``.npz``."""
+
+
+class InputFileError(InputError):
+    """An input file cannot be read as strict JSON, CSV or NPZ (I/O, size, encoding, syntax,
+    duplicate key, unsupported extension)."""
+
+
+class OutputFileError(InputError):
+    """An output file cannot be written (missing directory, permission, disk full)."""
+
+
+class SchemaError(InputError):
+    """The structure of an input is wrong: a missing or unknown key, or a field of the wrong
+    JSON type or outside its set of allowed names."""
+
+
+# --- error messages that name the file -------------------------------------------------------
+
+
+def _named(exc: InputError, source: str) -> InputError:
+    exc.source = source  # type: ignore[attr-defined]
+    return exc
+
+
+def _file_error(cls: type[InputError], source: str, message: str) -> InputError:
+    return _named(cls(f"{source}: {message}"), source)
+
+
+@contextlib.contextmanager
+def prefixed_errors(source: str | os.PathLike[str]) -> Iterator[None]:
+    """Prefix the message of every :class:`~certified.errors.InputError` raised inside with
+    ``"<source>: "`` (same exception class), once.
+
+    Guarantee: exact (messages only).
+    """
+    name = os.fspath(source)
+    try:
+        yield
+    except InputError as exc:
+        if getattr(exc, "source", None) is not None:
+            raise
+        raise _named(type(exc)(f"{name}: {exc}"), name) from None
+
+
+# --- strict JSON -------------------------------------------------------------------------------
+
+
+def _reject_constant(token: str) -> Any:
+    raise NonFiniteError(
+        f"{token} is not allowed in JSON input; use a finite number "
+        '(or a string such as "1/3" or "1e-400" for exact values)'
+    )
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NonFiniteError(
+            f"the JSON number {text} overflows binary64 (JSON numbers are read as doubles); "
+            f'write it as the string "{text}" to read it exactly'
+        )
+    return value
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise InputFileError(f"duplicate key {key!r} in a JSON object; give each key once")
+        out[key] = value
+    return out
+
+
+def _decode(data: bytes, source: str) -> str:
+    try:
+        return data.decode("utf-8-sig")  # a leading byte-order mark is dropped
+    except UnicodeDecodeError as exc:
+        raise _file_error(
+            InputFileError, source, f"not UTF-8 text (invalid byte at offset {exc.start})"
+        ) from None
+
+
+def parse_json(text: str | bytes, source: str = "<json>") -> Any:
+    """Parse strict JSON text.
+
+    Parameters
+    ----------
+    text : str or bytes
+        Bytes must be UTF-8 (a leading byte-order mark is ignored).
+    source : str
+        Name used at the start of error messages (usually the file name).
+
+    Raises
+    ------
+    InputFileError
+        Invalid UTF-8, a syntax error, a duplicate key, or nesting too deep.
+    NonFiniteError
+        A ``NaN``, ``Infinity`` or ``-Infinity`` token, or a number that overflows binary64.
+
+    Guarantee: exact (integers are Python ints; other numbers are the doubles Python reads).
+    """
+    if isinstance(text, bytes):
+        text = _decode(text, source)
+    elif text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        return json.loads(
+            text,
+            parse_constant=_reject_constant,
+            parse_float=_parse_float,
+            object_pairs_hook=_unique_object,
+        )
+    except InputError as exc:
+        raise _named(type(exc)(f"{source}: {exc}"), source) from None
+    except json.JSONDecodeError as exc:
+        raise _file_error(
+            InputFileError,
+            source,
+            f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+        ) from None
+    except RecursionError:
+        raise _file_error(InputFileError, source, "JSON nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer beyond Python's 4300-digit conversion limit
+        raise _file_error(InputFileError, source, f"not valid JSON: {exc}") from None
+
+
+def _read_bytes(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    name = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size > max_bytes:
+                data = b""
+                too_big = True
+            else:
+                data = f.read(max_bytes + 1)
+                too_big = len(data) > max_bytes
+    except FileNotFoundError:
+        raise _file_error(InputFileError, name, "no such file; check the path") from None
+    except IsADirectoryError:
+        raise _file_error(InputFileError, name, "is a directory; give a file") from None
+    except PermissionError:
+        raise _file_error(InputFileError, name, "permission denied") from None
+    except OSError as exc:
+        raise _file_error(InputFileError, name, f"cannot read ({exc.strerror or exc})") from None
+    if too_big:
+        raise _file_error(
+            InputFileError,
+            name,
+            f"larger than the limit of {max_bytes} bytes for input files; "
+            "split the data into smaller files",
+        )
+    return data
+
+
+def read_json(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES) -> Any:
+    """Read a JSON file strictly (see :func:`parse_json`).
+
+    Raises
+    ------
+    InputFileError
+        The file is missing, unreadable, larger than ``max_bytes``, or not strict JSON.
+    NonFiniteError
+        A non-finite number token or a number overflowing binary64.
+
+    Guarantee: exact (as :func:`parse_json`).
+    """
+    return parse_json(_read_bytes(path, max_bytes), os.fspath(path))
+
+
+# --- structure of JSON objects and exact arrays -----------------------------------------------
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, (bool, np.bool_)):
+        return "a boolean"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {value.shape}"
+    if isinstance(value, (int, float, np.integer, np.floating, flint.fmpq, flint.fmpz)):
+        return "a number"
+    return f"a {type(value).__name__}"
+
+
+def check_keys(
+    obj: Any, field: str, required: Sequence[str], optional: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Check that ``obj`` is a JSON object with all ``required`` keys and no others than
+    ``required`` and ``optional``.
+
+    Parameters
+    ----------
+    field : str
+        Name of the object in messages (``"pieces[2]"``); ``""`` for the top level.
+
+    Raises
+    ------
+    SchemaError
+        ``obj`` is not a dict, a key is missing or a key is unknown (first one in file order).
+
+    Guarantee: exact.
+    """
+    where = f"{field}: " if field else ""
+    allowed = [*required, *optional]
+    if not isinstance(obj, dict):
+        raise SchemaError(
+            f"{where}expected a JSON object with keys {', '.join(allowed)}, got {_json_type(obj)}"
+        )
+    for key in obj:
+        if key not in allowed:
+            raise SchemaError(f"{where}unknown key {key!r}; allowed keys: {', '.join(allowed)}")
+    for key in required:
+        if key not in obj:
+            raise SchemaError(f"{where}missing key {key!r}; required keys: {', '.join(required)}")
+    return obj
+
+
+def _is_row_sequence(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim > 0)
+
+
+def _fmpq_object_array(values: list[Any], shape: tuple[int, ...]) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out.reshape(shape)
+
+
+def exact_vector(
+    value: Any,
+    field: str,
+    *,
+    length: int | None = None,
+    what: str = "entries",
+    nonempty: bool = True,
+) -> np.ndarray:
+    """Exact 1-D array of :class:`flint.fmpq` from a list or 1-D numpy array of numbers.
+
+    As :func:`exact_matrix` for one row: ``length`` is the required length, ``what`` the plural
+    noun of the elements in messages (``weights: expected 3 weights, got 2``), elements are
+    named ``field[i]``.
+
+    Raises
+    ------
+    ShapeError
+        Not a list / 1-D array, wrong length, or empty (with ``nonempty``).
+    NonFiniteError, NumberFormatError, InputError
+        An element.
+
+    Guarantee: exact.
+    """
+    if isinstance(value, np.ndarray) and value.dtype != object:
+        value = value.tolist()  # keeps exact values (longdouble stays longdouble)
+    if not _is_row_sequence(value):
+        raise ShapeError(f"{field}: expected a list of {what}, got {_json_type(value)}")
+    n = len(value)
+    if length is not None and n != length:
+        raise ShapeError(f"{field}: expected {length} {what}, got {n}")
+    if nonempty and n == 0:
+        raise ShapeError(f"{field}: empty; give at least one of the {what}")
+    return _fmpq_object_array([to_fmpq(v, f"{field}[{i}]") for i, v in enumerate(value)], (n,))
+
+
+def exact_matrix(
+    value: Any,
+    field: str,
+    *,
+    rows: int | None = None,
+    cols: int | None = None,
+    row_what: str = "rows",
+    col_what: str = "entries",
+    nonempty: bool = True,
+) -> np.ndarray:
+    """Exact 2-D array of :class:`flint.fmpq` from a list of rows or a 2-D numpy array.
+
+    Parameters
+    ----------
+    value : list of lists, or 2-D numpy array, of numbers accepted by
+        :func:`~certified.arith.exact.to_fmpq`
+    field : str
+        Name in messages; rows are ``field[i]``, entries ``field[i][j]``.
+    rows, cols : int, optional
+        Required numbers of rows and of entries per row (default: as many entries as row 0).
+    row_what, col_what : str
+        Plural nouns in messages (``"points"``, ``"coordinates"``:
+        ``X[3]: expected 2 coordinates, got 3``).
+    nonempty : bool
+        Reject zero rows or zero columns.
+
+    Raises
+    ------
+    ShapeError
+        Not a list of lists / 2-D array, ragged rows, wrong numbers of rows or columns, empty.
+    NonFiniteError, NumberFormatError, InputError
+        An entry (named ``field[i][j]``).
+
+    Guarantee: exact.
+    """
+    if isinstance(value, np.ndarray) and value.dtype != object:
+        if value.ndim != 2:
+            raise ShapeError(
+                f"{field}: expected a 2-dimensional array ({row_what} × {col_what}), "
+                f"got shape {value.shape}"
+            )
+        value = value.tolist()
+    if not _is_row_sequence(value):
+        raise ShapeError(
+            f"{field}: expected a list of {row_what} (each a list of {col_what}), "
+            f"got {_json_type(value)}"
+        )
+    n = len(value)
+    if rows is not None and n != rows:
+        raise ShapeError(f"{field}: expected {rows} {row_what}, got {n}")
+    if nonempty and n == 0:
+        raise ShapeError(f"{field}: empty; give at least one of the {row_what}")
+    width = cols
+    entries: list[Any] = []
+    for i, row in enumerate(value):
+        if not _is_row_sequence(row):
+            raise ShapeError(f"{field}[{i}]: expected a list of {col_what}, got {_json_type(row)}")
+        if width is None:
+            width = len(row)
+        if len(row) != width:
+            raise ShapeError(f"{field}[{i}]: expected {width} {col_what}, got {len(row)}")
+        entries.extend(to_fmpq(v, f"{field}[{i}][{j}]") for j, v in enumerate(row))
+    width = 0 if width is None else width
+    if nonempty and width == 0:
+        raise ShapeError(f"{field}[0]: empty; give at least one of the {col_what}")
+    return _fmpq_object_array(entries, (n, width))
+
+
+# --- points, datasets, measures ----------------------------------------------------------------
+
+
+def _suffix(path: str | os.PathLike[str]) -> str:
+    return Path(path).suffix.lower()
+
+
+def _unsupported(name: str, suffix: str, allowed: str) -> InputError:
+    return _file_error(
+        InputFileError, name, f"unsupported file type {suffix or '(no extension)'!r}; use {allowed}"
+    )
+
+
+def _read_csv(path: str | os.PathLike[str], max_bytes: int) -> np.ndarray:
+    name = os.fspath(path)
+    text = _decode(_read_bytes(path, max_bytes), name)
+    entries: list[Any] = []
+    width: int | None = None
+    n = 0
+    with prefixed_errors(name):
+        for line_no, line in enumerate(text.splitlines(), start=1):
+            stripped = line.strip()
+            if not stripped or stripped.startswith("#"):
+                continue  # blank lines and numpy.savetxt-style comments
+            fields = stripped.split(",")
+            if width is None:
+                width = len(fields)
+            if len(fields) != width:
+                raise ShapeError(
+                    f"line {line_no}: X[{n}]: expected {width} coordinates, got {len(fields)}"
+                )
+            entries.extend(to_fmpq(f, f"line {line_no}: X[{n}][{j}]") for j, f in enumerate(fields))
+            n += 1
+        if n == 0:
+            raise ShapeError("X: no points; give one comma-separated point per line")
+    return _fmpq_object_array(entries, (n, width or 0))
+
+
+def _read_npz(path: str | os.PathLike[str], max_bytes: int, names: set[str]) -> dict[str, Any]:
+    name = os.fspath(path)
+    data = _read_bytes(path, max_bytes)
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            infos = zf.infolist()
+    except zipfile.BadZipFile as exc:
+        raise _file_error(InputFileError, name, f"not a valid .npz file ({exc})") from None
+    total = 0
+    for info in infos:
+        key = info.filename.removesuffix(".npy")
+        if key not in names:
+            raise _file_error(
+                SchemaError,
+                name,
+                f"unknown array {key!r}; allowed arrays: {', '.join(sorted(names))}",
+            )
+        total += info.file_size
+    if total > max_bytes:
+        raise _file_error(
+            InputFileError,
+            name,
+            f"arrays larger than the limit of {max_bytes} bytes once uncompressed; "
+            "split the data into smaller files",
+        )
+    arrays: dict[str, Any] = {}
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            for key in npz.files:
+                arrays[key] = npz[key]
+    except ValueError as exc:
+        raise _file_error(
+            InputFileError, name, f"cannot load the arrays ({exc}); save numeric arrays"
+        ) from None
+    except (OSError, zipfile.BadZipFile, EOFError) as exc:
+        raise _file_error(InputFileError, name, f"not a valid .npz file ({exc})") from None
+    return arrays
+
+
+def _read_xy(
+    path: str | os.PathLike[str], *, need_y: bool, max_bytes: int
+) -> tuple[np.ndarray, np.ndarray | None]:
+    name = os.fspath(path)
+    suffix = _suffix(path)
+    if suffix == ".csv":
+        if need_y:
+            raise _file_error(
+                SchemaError,
+                name,
+                "a .csv file holds the points X alone; a dataset needs X and Y: "
+                "use a .json or .npz file",
+            )
+        return _read_csv(path, max_bytes), None
+    if suffix == ".json":
+        obj = read_json(path, max_bytes=max_bytes)
+        with prefixed_errors(name):
+            obj = check_keys(obj, "", ["X", "Y"] if need_y else ["X"], [] if need_y else ["Y"])
+    elif suffix == ".npz":
+        obj = _read_npz(path, max_bytes, {"X", "Y"})
+        with prefixed_errors(name):
+            required = ("X", "Y") if need_y else ("X",)
+            for key in required:
+                if key not in obj:
+                    raise SchemaError(
+                        f"missing array {key!r}; required arrays: {', '.join(required)}"
+                    )
+    else:
+        raise _unsupported(name, suffix, ".json, .npz or .csv")
+    with prefixed_errors(name):
+        X = exact_matrix(obj["X"], "X", row_what="points", col_what="coordinates")
+        Y = None
+        if "Y" in obj:
+            n, d = X.shape
+            Y = exact_matrix(
+                obj["Y"],
+                "Y",
+                rows=n,
+                cols=d,
+                row_what="points (as many as X)",
+                col_what="coordinates",
+            )
+    return X, Y
+
+
+def read_points(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES) -> np.ndarray:
+    """Read a points file exactly: ``.json`` ``{"X": n×d}`` (an optional ``"Y"`` is validated
+    and ignored), ``.npz`` with array ``X`` (and optionally ``Y``), or ``.csv`` with one point
+    per line (comma-separated; blank lines and lines starting with ``#`` are skipped).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``dtype=object``, shape ``(n, d)`` with ``n, d >= 1``, every entry a
+        :class:`flint.fmpq`.
+
+    Raises
+    ------
+    InputFileError, SchemaError, ShapeError, NonFiniteError, NumberFormatError
+        See the module docstring; messages name the file and the field.
+
+    Guarantee: exact (JSON/NPZ floats are their binary64 values, strings and CSV fields the
+    rationals they spell).
+    """
+    X, _ = _read_xy(path, need_y=False, max_bytes=max_bytes)
+    return X
+
+
+def read_dataset(
+    path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES
+) -> tuple[np.ndarray, np.ndarray]:
+    """Read a dataset file exactly: ``.json`` ``{"X": n×d, "Y": n×d}`` or ``.npz`` with arrays
+    ``X`` and ``Y``.
+
+    Returns
+    -------
+    X, Y : numpy.ndarray
+        ``dtype=object`` arrays of :class:`flint.fmpq` of the same shape ``(n, d)``.
+
+    Raises
+    ------
+    InputFileError, SchemaError, ShapeError, NonFiniteError, NumberFormatError
+        See the module docstring (a ``.csv`` file is a :class:`SchemaError`: it has no ``Y``).
+
+    Guarantee: exact.
+    """
+    X, Y = _read_xy(path, need_y=True, max_bytes=max_bytes)
+    assert Y is not None
+    return X, Y
+
+
+def read_measure(
+    path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES
+) -> tuple[np.ndarray, np.ndarray]:
+    """Read a discrete probability measure ``Σ_k weights[k] δ_{points[k]}`` from JSON
+    ``{"points": n×d, "weights": n}``.
+
+    Weights are optional (uniform: exactly ``1/n`` each). Given weights must be ``>= 0`` and
+    sum to exactly 1 in rational arithmetic: JSON doubles such as ten times ``0.1`` do not
+    (their exact sum exceeds 1); write such weights as strings (``"1/10"`` or ``"0.1"``).
+    Repeated points are allowed.
+
+    Returns
+    -------
+    points : numpy.ndarray
+        ``dtype=object`` of :class:`flint.fmpq`, shape ``(n, d)``.
+    weights : numpy.ndarray
+        ``dtype=object`` of :class:`flint.fmpq`, shape ``(n,)``, summing to 1 exactly.
+
+    Raises
+    ------
+    InputError
+        A negative weight, or weights whose exact sum is not 1 (the message gives the sum).
+    InputFileError, SchemaError, ShapeError, NonFiniteError, NumberFormatError
+        See the module docstring.
+
+    Guarantee: exact.
+    """
+    name = os.fspath(path)
+    suffix = _suffix(path)
+    if suffix != ".json":
+        raise _unsupported(name, suffix, ".json")
+    obj = read_json(path, max_bytes=max_bytes)
+    with prefixed_errors(name):
+        check_keys(obj, "", ["points"], ["weights"])
+        points = exact_matrix(obj["points"], "points", row_what="points", col_what="coordinates")
+        n = points.shape[0]
+        if "weights" not in obj:
+            return points, _fmpq_object_array([flint.fmpq(1, n)] * n, (n,))
+        weights = exact_vector(obj["weights"], "weights", length=n, what="weights (one per point)")
+        for k, w in enumerate(weights):
+            if w < 0:
+                raise InputError(f"weights[{k}]: {fmpq_to_str(w)} is negative; weights are >= 0")
+        total = sum(weights, flint.fmpq(0))
+        if total != 1:
+            excess = total - 1
+            sign = "+" if excess > 0 else "-"
+            try:
+                about = f" (about {sign}{fmpq_to_float(abs(excess), 'nearest'):.3g})"
+            except RangeOverflowError:
+                about = ""
+            raise InputError(
+                f"weights: sum to {fmpq_to_str(total)} = 1 {sign} {fmpq_to_str(abs(excess))}"
+                f"{about}, not exactly 1; rescale them, writing inexact values as strings such "
+                'as "1/3" or "0.1"'
+            )
+    return points, weights
+
+
+# --- atomic output -----------------------------------------------------------------------------
+
+
+def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, indent: int | None = None) -> None:
+    """Write ``obj`` as JSON to ``path`` atomically: readers see the old file or the complete
+    new one, never a partial file, and on any failure nothing is left behind.
+
+    The JSON text is produced first (``allow_nan=False``), then written to a fresh temporary
+    file in the same directory (created with the usual permissions, subject to the umask),
+    flushed to disk and renamed over ``path`` with :func:`os.replace`.
+
+    Raises
+    ------
+    NonFiniteError
+        ``obj`` contains a NaN or an infinity (JSON has none); nothing is written.
+    TypeError
+        ``obj`` contains a value that is not JSON (e.g. an fmpq: convert with
+        :func:`~certified.arith.exact.fmpq_to_str`); nothing is written.
+    OutputFileError
+        The file cannot be written (missing directory, permission, disk full).
+
+    Guarantee: exact (the file holds exactly ``json.dumps(obj)``, or is unchanged).
+    """
+    name = os.fspath(path)
+    try:
+        text = json.dumps(obj, indent=indent, allow_nan=False, ensure_ascii=False) + "\n"
+    except ValueError as exc:
+        raise NonFiniteError(f"{name}: cannot write {exc}; JSON has no NaN or infinity") from None
+    data = text.encode("utf-8")
+    directory = os.path.dirname(os.path.abspath(name))
+    base = os.path.basename(name)
+    tmp = ""
+    try:
+        for _ in range(100):
+            tmp = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.tmp")
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                break
+            except FileExistsError:
+                continue
+        else:  # pragma: no cover - 100 collisions of 48 random bits
+            raise FileExistsError(f"cannot create a temporary file in {directory}")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, name)
+            tmp = ""
+        finally:
+            if tmp:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+    except OSError as exc:
+        raise _file_error(
+            OutputFileError, name, f"cannot write ({exc.strerror or exc}); check the path"
+        ) from None
