@@ -1,19 +1,34 @@
-"""certified: rigorous numerics for neural ODEs and transformers as flow maps."""
+"""certified: rigorous numerics for neural ODEs and transformers as flow maps.
+
+The public names below are loaded lazily (PEP 562): ``import certified.checker`` must not pull
+in numpy, numba or the arithmetic layer, because the trusted checker is independent of the
+rest of the package (see ``proofs/checker_soundness.md``). ``from certified import Interval``
+and ``certified.Interval`` work as before; the first access imports the defining module.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from certified.arith import Interval, Tri, TriArray, interval
-from certified.errors import (
-    CertifiedError,
-    DomainError,
-    EmptyIntervalError,
-    InputError,
-    NonFiniteError,
-    NumberFormatError,
-    PrecisionError,
-    RangeOverflowError,
-    ShapeError,
-)
+# public name -> module that defines it (a new re-export goes here and in __all__)
+_LAZY = {
+    "Interval": "certified.arith",
+    "Tri": "certified.arith",
+    "TriArray": "certified.arith",
+    "interval": "certified.arith",
+    "CertifiedError": "certified.errors",
+    "DomainError": "certified.errors",
+    "EmptyIntervalError": "certified.errors",
+    "InputError": "certified.errors",
+    "NonFiniteError": "certified.errors",
+    "NumberFormatError": "certified.errors",
+    "PrecisionError": "certified.errors",
+    "RangeOverflowError": "certified.errors",
+    "ShapeError": "certified.errors",
+}
 
 __all__ = [
     "__version__",
@@ -31,3 +46,30 @@ __all__ = [
     "RangeOverflowError",
     "ShapeError",
 ]
+
+if TYPE_CHECKING:  # static analysers see the eager imports
+    from certified.arith import Interval, Tri, TriArray, interval
+    from certified.errors import (
+        CertifiedError,
+        DomainError,
+        EmptyIntervalError,
+        InputError,
+        NonFiniteError,
+        NumberFormatError,
+        PrecisionError,
+        RangeOverflowError,
+        ShapeError,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'certified' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later accesses skip this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -37,6 +37,14 @@ def _build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", type=Path, help="directory for the demo's output files")
     d.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
+    c = sub.add_parser(
+        "check",
+        help="re-check certificate files with the independent checker",
+        description="One line per file: 'VERIFIED <kind> <file>' or 'REJECTED <file>: <reason>'. "
+        "Exit 0 all verified, 1 some rejected, 2 usage or I/O error.",
+    )
+    c.add_argument("files", nargs="+", metavar="FILE", help="certificate files")
+
     from certified.bench import SUITES
 
     b = sub.add_parser("bench", help="benchmarks: ratios against float64 in the same run")
@@ -120,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    if args.command == "check":  # the trusted checker: same lines and exit codes as
+        from certified.checker._cli import check_paths  # python -m certified.checker
+
+        return check_paths(args.files, sys.stdout)
     try:
         if args.command == "demo":
             return _demo(args)

@@ -1,0 +1,222 @@
+"""Producer side of flow certificates (kind ``"flow"``, version 1; ``proofs/format.md``).
+
+Untrusted: nothing here needs to be right for a VERIFIED verdict to be sound, since the
+checker (``certified.checker``) re-derives every claim from the certificate alone. It only
+has to be right for the certificates it writes to be accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import flint
+import numpy as np
+
+from certified.arith.exact import dyadic_to_str, fmpq_to_str, is_dyadic, to_fmpq, to_fmpq_array
+from certified.errors import InputError, ShapeError
+
+__all__ = ["exact_number", "flow_certificate", "laminar_flow_exact"]
+
+FORMAT_VERSION = 1
+_ACTIVATIONS = ("relu", "leaky_relu", "tanh", "sigmoid")
+_METHODS = ("laminar-exact",)
+_DYADIC_FROM = 2**32  # dyadics with a larger denominator are written "m*2^e" (shorter)
+
+
+def exact_number(x: Any, field: str = "value") -> str:
+    """Canonical certificate string of an exact number.
+
+    ``"p"`` for an integer, ``"p/q"`` in lowest terms, except that a dyadic with denominator
+    ``>= 2**32`` is written ``"m*2^e"`` with ``m`` odd (shorter; same value).
+
+    Guarantee: exact (the checker reads back the same rational).
+    """
+    q = to_fmpq(x, field)
+    if q.q >= _DYADIC_FROM and is_dyadic(q):
+        return dyadic_to_str(q)
+    return fmpq_to_str(q)
+
+
+def _exact_matrix(x: Any, field: str, shape: tuple[int | None, int | None]) -> np.ndarray:
+    a = to_fmpq_array(x, field)
+    if (
+        a.ndim != 2
+        or a.size == 0
+        or any(n is not None and n != m for n, m in zip(shape, a.shape, strict=False))
+    ):
+        want = " x ".join("n" if n is None else str(n) for n in shape)
+        raise ShapeError(f"{field}: shape {a.shape} is not {want}; give a non-empty {want} array")
+    return a
+
+
+def _strings(a: Any, field: str) -> Any:
+    if not isinstance(a, np.ndarray):
+        return exact_number(a, field)
+    return [_strings(row, f"{field}[{i}]") for i, row in enumerate(a)]
+
+
+def _key(obj: Mapping[str, Any], key: str, field: str) -> Any:
+    if key not in obj:
+        raise InputError(f"{field}: missing field {key!r}; see the schedule format in design.md")
+    return obj[key]
+
+
+class _Piece:
+    def __init__(self, piece: Mapping[str, Any], field: str, d: int) -> None:
+        extra = set(piece) - {"duration", "W", "A", "b"}
+        if extra:
+            raise InputError(f"{field}: unknown field {sorted(extra)[0]!r}; remove it")
+        self.duration = to_fmpq(_key(piece, "duration", field), f"{field}.duration")
+        if self.duration <= 0:
+            raise InputError(f"{field}.duration: {self.duration} is not > 0; use a positive time")
+        self.W = _exact_matrix(_key(piece, "W", field), f"{field}.W", (d, None))
+        p = self.W.shape[1]
+        self.A = _exact_matrix(_key(piece, "A", field), f"{field}.A", (p, d))
+        self.b = _exact_matrix([_key(piece, "b", field)], f"{field}.b", (1, p))[0]
+        self.field = field
+
+    def normal(self) -> np.ndarray:
+        a = self.A[0]
+        if any(list(row) != list(a) for row in self.A) or any(
+            sum((a * self.W[:, i]).tolist(), flint.fmpq(0)) != 0 for i in range(len(self.b))
+        ):
+            raise InputError(
+                f"{self.field}: not laminar with a shared normal (rows of A equal, every column "
+                "of W orthogonal to them); the exact laminar replay does not apply"
+            )
+        return a
+
+
+def _schedule(schedule: Mapping[str, Any]) -> tuple[int, str, list[_Piece]]:
+    extra = set(schedule) - {"dimension", "activation", "pieces"}
+    if extra:
+        raise InputError(f"schedule: unknown field {sorted(extra)[0]!r}; remove it")
+    d = _key(schedule, "dimension", "schedule")
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+        raise InputError(f"schedule.dimension: {d!r} is not an integer >= 1")
+    activation = _key(schedule, "activation", "schedule")
+    if activation not in _ACTIVATIONS:
+        raise InputError(f"schedule.activation: {activation!r} is not one of {_ACTIVATIONS}")
+    pieces = _key(schedule, "pieces", "schedule")
+    if not isinstance(pieces, Sequence) or not pieces:
+        raise InputError("schedule.pieces: expected a non-empty list of pieces")
+    return (
+        int(d),
+        activation,
+        [_Piece(p, f"schedule.pieces[{j}]", int(d)) for j, p in enumerate(pieces)],
+    )
+
+
+def laminar_flow_exact(schedule_json: Mapping[str, Any], points: Any) -> np.ndarray:
+    """Exact images ``Phi_T(x_n)`` under a ReLU schedule of laminar pieces, T = total time.
+
+    Each piece with shared normal ``a`` maps ``x -> x + tau * sum_i w_i (a.x + b_i)_+`` exactly
+    (theorems.md section 2, "Laminar block"). This small replay serves the producer until the
+    piecewise-affine flow engine (``certified.flow``) provides it; it mirrors, independently,
+    the checker's rule ``laminar-exact``.
+
+    Parameters
+    ----------
+    schedule_json : dict
+        ``{"dimension": d, "activation": "relu", "pieces": [{"duration", "W", "A", "b"}]}``;
+        numbers as in input files (ints, floats read exactly, exact strings).
+    points : N x d array-like of numbers
+
+    Returns
+    -------
+    numpy.ndarray
+        ``dtype=object``, shape (N, d), entries :class:`flint.fmpq`.
+
+    Raises
+    ------
+    InputError, ShapeError
+        Malformed schedule or points, activation other than relu, a non-laminar piece.
+
+    Guarantee: exact.
+    """
+    d, activation, pieces = _schedule(schedule_json)
+    if activation != "relu":
+        raise InputError(f"schedule.activation: {activation!r}; the exact replay needs 'relu'")
+    normals = [piece.normal() for piece in pieces]
+    x = _exact_matrix(points, "points", (None, d)).copy()
+    for piece, a in zip(pieces, normals, strict=True):
+        s = x @ a  # a . x for every point (object arrays of fmpq: exact)
+        active = np.maximum(s[:, None] + piece.b[None, :], flint.fmpq(0))  # (a.x + b_i)_+
+        x = x + piece.duration * (active @ piece.W.T)
+    return x
+
+
+def flow_certificate(
+    schedule_json: Mapping[str, Any],
+    points: Any,
+    images: Any = None,
+    enclosures: Any = None,
+    method: str = "laminar-exact",
+) -> dict[str, Any]:
+    """Build a flow certificate, version 1 (``proofs/format.md`` section 4).
+
+    Parameters
+    ----------
+    schedule_json : dict
+        The schedule (input-file format of the CLI contract).
+    points : N x d array-like of exact numbers (floats are read as their exact binary value)
+    images : N x d array-like, optional
+        Claimed exact images. If neither ``images`` nor ``enclosures`` is given, the exact
+        images are computed by :func:`laminar_flow_exact`.
+    enclosures : N x d x 2 array-like, optional
+        Claimed enclosures ``[lo, hi]`` per coordinate.
+    method : str
+        The checker rule named in the hints; version 1 knows ``"laminar-exact"``.
+
+    Returns
+    -------
+    dict
+        ``{"kind", "version", "instance", "claim", "hints"}`` with every number a canonical
+        exact string (:func:`exact_number`) and the dimension and version JSON integers.
+
+    Guarantee: none (the checker decides); the numbers are written exactly.
+    """
+    if method not in _METHODS:
+        raise InputError(f"method: {method!r} is not a rule of version 1; use 'laminar-exact'")
+    if images is not None and enclosures is not None:
+        raise InputError("images, enclosures: give at most one claim")
+    d, activation, pieces = _schedule(schedule_json)
+    x = _exact_matrix(points, "points", (None, d))
+    n = x.shape[0]
+    if images is None and enclosures is None:
+        images = laminar_flow_exact(schedule_json, x)
+    if images is not None:
+        claim = {"images": _strings(_exact_matrix(images, "images", (n, d)), "images")}
+    else:
+        boxes = to_fmpq_array(enclosures, "enclosures")
+        if boxes.shape != (n, d, 2):
+            raise ShapeError(f"enclosures: shape {boxes.shape} is not {(n, d, 2)}")
+        if np.any(boxes[..., 0] > boxes[..., 1]):
+            raise InputError("enclosures: some lower end exceeds its upper end; swap them")
+        claim = {"enclosures": _strings(boxes, "enclosures")}
+    total = sum((piece.duration for piece in pieces), flint.fmpq(0))
+    instance = {
+        "schedule": {
+            "dimension": d,
+            "activation": activation,
+            "pieces": [
+                {
+                    "duration": exact_number(piece.duration),
+                    "W": _strings(piece.W, f"{piece.field}.W"),
+                    "A": _strings(piece.A, f"{piece.field}.A"),
+                    "b": _strings(piece.b, f"{piece.field}.b"),
+                }
+                for piece in pieces
+            ],
+        },
+        "points": _strings(x, "points"),
+        "time": exact_number(total),
+    }
+    return {
+        "kind": "flow",
+        "version": FORMAT_VERSION,
+        "instance": instance,
+        "claim": claim,
+        "hints": {"method": method},
+    }

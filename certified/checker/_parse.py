@@ -1,0 +1,236 @@
+"""Strict reading of certificate files: bytes -> JSON value -> exact numbers and shapes.
+
+Specification: ``proofs/format.md`` (sections 1 "Encoding", 2 "Numbers", 3 "Top level").
+Everything here either returns a value that denotes exactly what the file says or raises
+:class:`Rejected`; nothing is rounded, defaulted or guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from itertools import accumulate
+from typing import Any
+
+import flint
+
+# Resource limits (proofs/format.md sections 1, 2 and 4). Each bounds the work of checking.
+MAX_BYTES = 32 * 1024 * 1024
+"""Largest certificate file, in bytes."""
+MAX_DEPTH = 32
+"""Deepest nesting of JSON arrays and objects."""
+MAX_TOKENS = 2**21
+"""Most ``[``, ``{`` and ``,`` outside strings; bounds the number of JSON values (memory)."""
+MAX_DIGITS = 4000
+"""Longest run of decimal digits in one integer (JSON integer, numerator, denominator,
+mantissa). Below CPython's default ``int`` conversion limit (4300), so no global setting is
+needed."""
+MAX_EXPONENT = 10000
+"""Largest ``|e|`` in a dyadic ``"m*2^e"``."""
+MAX_HEIGHT_BITS = 65536
+"""Largest height (bits of numerator or denominator) of any coordinate formed during a replay."""
+MAX_REPLAY_COST = 10**7
+"""Largest replay cost: a step of a point through a piece of width p costs
+(p + 1) * d * w * isqrt(w) with w = 1 + h // 64, h the largest height (bits) of its operands."""
+
+_INT_BOUND = 10**MAX_DIGITS  # |n| < _INT_BOUND  <=>  n has at most MAX_DIGITS digits
+
+
+class Rejected(Exception):  # noqa: N818 (named after the verdict it carries)
+    """The certificate is not accepted; the message is the reason (one line)."""
+
+
+def show(value: Any, limit: int = 60) -> str:
+    """Short, one-line rendering of a value for a reason string."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# --- bytes -> JSON value ---------------------------------------------------------------------
+
+# A JSON string, or an unterminated one running to the end of the text. The possessive loop and
+# the unconditional match make the scan linear; it tokenises exactly as a JSON parser does up to
+# the parser's first error, so every bracket the parser would enter is counted.
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*+\\?(?:"|\Z)', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]++")
+_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def _check_shape(text: str) -> None:
+    """Bound the number of values and the nesting depth before the (recursive) JSON parser runs."""
+    outside_strings = _STRING.sub("", text)
+    tokens = sum(outside_strings.count(c) for c in "[{,")
+    if tokens > MAX_TOKENS:
+        raise Rejected(f"too many JSON values: more than {MAX_TOKENS} of [ {{ , outside strings")
+    brackets = _NOT_BRACKET.sub("", outside_strings)
+    depth = max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0)
+    if depth > MAX_DEPTH:
+        raise Rejected(f"nesting deeper than {MAX_DEPTH} levels")
+
+
+_JSON_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)", re.ASCII)
+
+
+def _json_integer(token: str) -> int:
+    if _JSON_INTEGER.fullmatch(token) is None or token == "-0":
+        raise Rejected(f"integer {show(token)} is not canonical (no -0, no leading zeros)")
+    if len(token.lstrip("-")) > MAX_DIGITS:
+        raise Rejected(f"integer with more than {MAX_DIGITS} digits")
+    return int(token)
+
+
+def _json_float(token: str) -> Any:
+    raise Rejected(
+        f"number {show(token)} has a fraction or exponent: certificates hold only integers "
+        'and exact strings "p/q", "m*2^e"'
+    )
+
+
+def _json_constant(token: str) -> Any:
+    raise Rejected(f"{token} is not allowed: certificates hold only finite exact numbers")
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise Rejected(f"duplicate key {show(key)}")
+        obj[key] = value
+    return obj
+
+
+def load_json(data: bytes) -> Any:
+    """Parse the bytes of a certificate file as strict JSON (proofs/format.md section 1)."""
+    if len(data) > MAX_BYTES:
+        raise Rejected(f"file larger than {MAX_BYTES} bytes")
+    try:
+        text = data.decode("utf-8", errors="strict")
+    except UnicodeDecodeError as exc:
+        raise Rejected(f"not UTF-8: invalid byte at offset {exc.start}") from None
+    if text.startswith("\ufeff"):
+        raise Rejected("not valid JSON: byte order mark at the start")
+    _check_shape(text)
+    try:
+        return json.loads(
+            text,
+            parse_int=_json_integer,
+            parse_float=_json_float,
+            parse_constant=_json_constant,
+            object_pairs_hook=_json_object,
+        )
+    except json.JSONDecodeError as exc:
+        raise Rejected(
+            f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+
+
+# --- exact numbers ----------------------------------------------------------------------------
+
+_INTEGER = re.compile(r"-?(0|[1-9][0-9]*)", re.ASCII)
+_RATIONAL = re.compile(r"-?([1-9][0-9]*)/([1-9][0-9]*)", re.ASCII)
+_DYADIC = re.compile(r"-?([1-9][0-9]*)\*2\^(0|-?[1-9][0-9]*)", re.ASCII)
+
+
+def _digits(run: str, where: str) -> int:
+    if len(run) > MAX_DIGITS:
+        raise Rejected(f"{where}: integer with more than {MAX_DIGITS} digits")
+    return int(run)
+
+
+def exact(value: Any, where: str) -> flint.fmpq:
+    """The exact rational a certificate number denotes (proofs/format.md section 2)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise Rejected(
+            f"{where}: {show(value)} is not an exact number "
+            '(a JSON integer or a string "n", "p/q", "m*2^e")'
+        )
+    if isinstance(value, int):
+        if not -_INT_BOUND < value < _INT_BOUND:
+            raise Rejected(f"{where}: integer with more than {MAX_DIGITS} digits")
+        return flint.fmpq(value)
+    negative = value.startswith("-")
+    if (m := _INTEGER.fullmatch(value)) is not None:
+        if value == "-0":
+            raise Rejected(f'{where}: "-0" is not canonical; write 0')
+        magnitude = flint.fmpq(_digits(m[1], where))
+    elif (m := _RATIONAL.fullmatch(value)) is not None:
+        p, q = _digits(m[1], where), _digits(m[2], where)
+        if q == 1 or flint.fmpz(p).gcd(q) != 1:
+            raise Rejected(f"{where}: {show(value)} is not in lowest terms with denominator >= 2")
+        magnitude = flint.fmpq(p, q)
+    elif (m := _DYADIC.fullmatch(value)) is not None:
+        mantissa = _digits(m[1], where)
+        if len(m[2].lstrip("-")) > 5 or abs(int(m[2])) > MAX_EXPONENT:
+            raise Rejected(f"{where}: dyadic exponent beyond +/-{MAX_EXPONENT}")
+        if mantissa % 2 == 0:
+            raise Rejected(f"{where}: dyadic {show(value)} has an even mantissa; make it odd")
+        e = int(m[2])
+        two_e = flint.fmpz(2) ** abs(e)
+        magnitude = flint.fmpq(mantissa * two_e) if e >= 0 else flint.fmpq(mantissa, two_e)
+    else:
+        raise Rejected(
+            f'{where}: {show(value)} is not an exact number ("n", "p/q" or "m*2^e"; '
+            "no decimals, spaces or + signs)"
+        )
+    return -magnitude if negative else magnitude
+
+
+# --- structure ---------------------------------------------------------------------------------
+
+
+def fields(value: Any, where: str, required: tuple[str, ...]) -> dict[str, Any]:
+    """``value`` as an object with exactly the keys ``required``."""
+    if not isinstance(value, dict):
+        raise Rejected(f"{where}: expected an object, got {type(value).__name__}")
+    for key in required:
+        if key not in value:
+            raise Rejected(f"{where}: missing field {key!r}")
+    for key in value:
+        if key not in required:
+            raise Rejected(f"{where}: unknown field {show(key)}")
+    return value
+
+
+def array(value: Any, where: str, length: int | None = None, minimum: int = 1) -> list[Any]:
+    """``value`` as a JSON array of the given length (or of at least ``minimum`` elements)."""
+    if not isinstance(value, list):
+        raise Rejected(f"{where}: expected an array, got {type(value).__name__}")
+    if length is not None and len(value) != length:
+        raise Rejected(f"{where}: expected {length} elements, got {len(value)}")
+    if len(value) < minimum:
+        raise Rejected(f"{where}: expected at least {minimum} elements, got {len(value)}")
+    return value
+
+
+def vector(value: Any, where: str, length: int | None = None) -> list[flint.fmpq]:
+    """A non-empty array of exact numbers."""
+    items = array(value, where, length)
+    return [exact(x, f"{where}[{i}]") for i, x in enumerate(items)]
+
+
+def matrix(value: Any, where: str, rows: int | None, cols: int | None) -> list[list[flint.fmpq]]:
+    """A rows x cols array of arrays of exact numbers (``None``: any size >= 1, rectangular)."""
+    items = array(value, where, rows)
+    out: list[list[flint.fmpq]] = []
+    for i, row in enumerate(items):
+        out.append(vector(row, f"{where}[{i}]", cols))
+        cols = len(out[0])
+    return out
+
+
+def small_integer(value: Any, where: str, lo: int, hi: int) -> int:
+    """A JSON integer in [lo, hi] (structural integers are never strings)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Rejected(f"{where}: expected a JSON integer, got {show(value)}")
+    if not lo <= value <= hi:
+        raise Rejected(f"{where}: {value} is outside [{lo}, {hi}]")
+    return value
+
+
+def string(value: Any, where: str, allowed: tuple[str, ...]) -> str:
+    """A JSON string among ``allowed``."""
+    if not isinstance(value, str):
+        raise Rejected(f"{where}: expected a string, got {show(value)}")
+    if value not in allowed:
+        raise Rejected(f"{where}: {show(value)} is not one of {', '.join(allowed)}")
+    return value

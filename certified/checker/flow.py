@@ -1,0 +1,181 @@
+"""Certificate kind ``"flow"``, version 1: exact images / enclosures of points under a flow map.
+
+Specification: ``proofs/format.md`` section 4; meaning of VERIFIED:
+``proofs/semantics.md`` ("Kind flow"); soundness: ``proofs/checker_soundness.md`` section 2.
+
+Rule ``laminar-exact`` (the only rule of version 1): the activation is ReLU and every piece is
+laminar with a shared normal (all rows of ``A`` equal one vector ``a`` and ``a . w_i = 0`` for
+every column ``w_i`` of ``W``). Then ``a . x`` is constant along every trajectory during the
+piece, so the field is constant along it and the flow of the piece is, exactly,
+
+    Phi_tau(x) = x + tau * sum_i w_i * (a . x + b_i)_+ .
+
+The checker composes these maps in exact rational arithmetic and compares with the claim.
+"""
+
+from __future__ import annotations
+
+from math import isqrt
+from typing import Any
+
+import flint
+
+from ._parse import (
+    MAX_BYTES,
+    MAX_HEIGHT_BITS,
+    MAX_REPLAY_COST,
+    Rejected,
+    array,
+    exact,
+    fields,
+    matrix,
+    show,
+    small_integer,
+    string,
+    vector,
+)
+
+ACTIVATIONS = ("relu", "leaky_relu", "tanh", "sigmoid")
+METHODS = ("laminar-exact",)
+
+Vector = list[flint.fmpq]
+
+_ZERO = flint.fmpq(0)
+
+
+class Piece:
+    """One piece of a schedule: the field ``W sigma(A x + b)`` for ``duration`` time units."""
+
+    __slots__ = ("A", "W", "b", "duration", "height", "where")
+
+    def __init__(self, value: Any, where: str, dimension: int) -> None:
+        fields(value, where, ("duration", "W", "A", "b"))
+        self.where = where
+        self.duration = exact(value["duration"], f"{where}.duration")
+        if self.duration <= 0:
+            raise Rejected(f"{where}.duration: must be > 0")
+        self.W = matrix(value["W"], f"{where}.W", dimension, None)  # d x p
+        width = len(self.W[0])
+        self.A = matrix(value["A"], f"{where}.A", width, dimension)  # p x d
+        self.b = vector(value["b"], f"{where}.b", width)  # p
+        numbers = [self.duration, *self.b, *(c for row in self.W + self.A for c in row)]
+        self.height = max(c.height_bits() for c in numbers)
+
+    def shared_normal(self) -> Vector:
+        """The normal ``a`` of a laminar piece; Rejected if the piece is not laminar."""
+        a = self.A[0]
+        for i, row in enumerate(self.A):
+            if row != a:
+                raise Rejected(
+                    f"{self.where}.A: rows 0 and {i} differ, so the neurons do not share a "
+                    "normal; rule laminar-exact needs laminar pieces"
+                )
+        for i in range(len(self.b)):
+            dot = sum((a[k] * self.W[k][i] for k in range(len(a))), _ZERO)
+            if dot != 0:
+                raise Rejected(
+                    f"{self.where}.W: column {i} is not orthogonal to the normal "
+                    f"(a . w_{i} = {show(str(dot))}); rule laminar-exact needs laminar pieces"
+                )
+        return a
+
+
+def _laminar_step(x: Vector, piece: Piece, a: Vector) -> Vector:
+    """Exact flow of one laminar piece: x + tau * sum_i w_i (a.x + b_i)_+  (proof: see module)."""
+    d = len(x)
+    s = sum((a[k] * x[k] for k in range(d)), _ZERO)
+    velocity = [_ZERO] * d
+    for i, b_i in enumerate(piece.b):
+        z = s + b_i
+        if z > 0:
+            for k in range(d):
+                velocity[k] += piece.W[k][i] * z
+    return [x[k] + piece.duration * velocity[k] for k in range(d)]
+
+
+def _claim(claim: Any, n: int, d: int) -> tuple[list[Vector] | None, list[list[tuple]] | None]:
+    """The claimed images (N x d) or enclosures (N x d x [lo, hi]); exactly one is given."""
+    if (
+        not isinstance(claim, dict)
+        or len(claim) != 1
+        or not claim.keys() <= {"images", "enclosures"}
+    ):
+        raise Rejected("claim: expected an object with exactly one field, 'images' or 'enclosures'")
+    if "images" in claim:
+        return matrix(claim["images"], "claim.images", n, d), None
+    boxes = []
+    for i, point in enumerate(array(claim["enclosures"], "claim.enclosures", n)):
+        box = []
+        for k, pair in enumerate(array(point, f"claim.enclosures[{i}]", d)):
+            lo, hi = vector(pair, f"claim.enclosures[{i}][{k}]", 2)
+            if lo > hi:
+                raise Rejected(f"claim.enclosures[{i}][{k}]: lower end exceeds upper end")
+            box.append((lo, hi))
+        boxes.append(box)
+    return None, boxes
+
+
+def check_flow_v1(instance: Any, claim: Any, hints: Any) -> str:
+    """Check a flow certificate of version 1; return a summary or raise Rejected."""
+    fields(hints, "hints", ("method",))
+    method = string(hints["method"], "hints.method", METHODS)
+
+    fields(instance, "instance", ("schedule", "points", "time"))
+    schedule = fields(
+        instance["schedule"], "instance.schedule", ("dimension", "activation", "pieces")
+    )
+    d = small_integer(schedule["dimension"], "instance.schedule.dimension", 1, MAX_BYTES)
+    activation = string(schedule["activation"], "instance.schedule.activation", ACTIVATIONS)
+    raw_pieces = array(schedule["pieces"], "instance.schedule.pieces")
+    pieces = [Piece(p, f"instance.schedule.pieces[{j}]", d) for j, p in enumerate(raw_pieces)]
+    points = matrix(instance["points"], "instance.points", None, d)
+    n = len(points)
+    time = exact(instance["time"], "instance.time")
+    total = sum((p.duration for p in pieces), _ZERO)
+    if time != total:
+        raise Rejected(
+            f"instance.time: {show(str(time))} differs from the total duration of the "
+            f"schedule {show(str(total))} (version 1 certifies the whole schedule)"
+        )
+
+    images, boxes = _claim(claim, n, d)
+
+    # rule laminar-exact (the only method of version 1)
+    if method != "laminar-exact":
+        raise Rejected(f"hints.method: no rule {show(method)}")
+    if activation != "relu":
+        raise Rejected(
+            f"instance.schedule.activation: rule laminar-exact needs relu, got {activation}"
+        )
+    normals = [piece.shared_normal() for piece in pieces]
+    budget = MAX_REPLAY_COST  # proofs/format.md section 4, replay limits
+    if n * sum((len(piece.b) + 1) * d for piece in pieces) > budget:
+        raise Rejected(f"resource limit: the replay needs more than {budget} word operations")
+    for i, x in enumerate(points):
+        height = max(c.height_bits() for c in x)
+        for j, (piece, a) in enumerate(zip(pieces, normals, strict=True)):
+            words = 1 + max(height, piece.height) // 64  # exact arithmetic costs ~ words^1.5
+            budget -= (len(piece.b) + 1) * d * words * isqrt(words)
+            if budget < 0:
+                raise Rejected(
+                    f"resource limit: the replay needs more than {MAX_REPLAY_COST} word operations"
+                )
+            x = _laminar_step(x, piece, a)
+            height = max(c.height_bits() for c in x)
+            if height > MAX_HEIGHT_BITS:
+                raise Rejected(
+                    f"resource limit: replaying point {i} through piece {j} forms a number "
+                    f"of more than {MAX_HEIGHT_BITS} bits"
+                )
+        for k in range(d):
+            if images is not None and images[i][k] != x[k]:
+                raise Rejected(
+                    f"claim.images[{i}][{k}]: differs from the exact image {show(str(x[k]))}"
+                )
+            if boxes is not None and not boxes[i][k][0] <= x[k] <= boxes[i][k][1]:
+                raise Rejected(
+                    f"claim.enclosures[{i}][{k}]: does not contain the exact image "
+                    f"{show(str(x[k]))}"
+                )
+    what = "exact images" if images is not None else "enclosures"
+    return f"rule {method}: {n} points, {len(pieces)} pieces, {what}"

@@ -1,0 +1,113 @@
+"""The checker is independent of the rest of the package: it imports only the standard library,
+python-flint and itself (relatively), and it runs when copied out of the package."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import certified
+import certified.checker
+
+CHECKER_DIR = Path(certified.checker.__file__).resolve().parent
+ALLOWED_TOP_LEVEL = set(sys.stdlib_module_names) | {"flint"}
+
+
+def _imports(path: Path):
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, 0, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            yield node.lineno, node.level, node.module or ""
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "__import__":
+            yield node.lineno, -1, "__import__"
+        elif isinstance(node, ast.Attribute) and node.attr == "import_module":
+            yield node.lineno, -1, "importlib.import_module"
+
+
+def test_checker_sources_import_only_stdlib_flint_and_themselves():
+    files = sorted(CHECKER_DIR.glob("*.py"))
+    assert {f.name for f in files} >= {"__init__.py", "__main__.py", "_parse.py", "flow.py"}
+    for f in files:
+        for line, level, module in _imports(f):
+            where = f"{f.name}:{line}: {module}"
+            assert level >= 0, f"dynamic import in the checker: {where}"
+            if level == 0:
+                assert module.split(".")[0] in ALLOWED_TOP_LEVEL, f"forbidden import {where}"
+                assert module.split(".")[0] != "certified", f"absolute self-import {where}"
+
+
+def test_the_checker_stays_small():
+    # design.md: aim <= 1,500 lines for the whole trusted kernel (all rules)
+    lines = sum(len(f.read_text().splitlines()) for f in CHECKER_DIR.glob("*.py"))
+    assert lines <= 1500, f"the trusted kernel has {lines} lines"
+
+
+_PROBE = """
+import sys
+import certified.checker
+from certified.checker import check_file
+loaded = sorted(m for m in sys.modules if m == "certified" or m.startswith("certified."))
+outside = [m for m in loaded if m != "certified" and not m.startswith("certified.checker")]
+assert not outside, outside
+for banned in ("numpy", "numba", "mpmath", "sympy", "scipy"):
+    assert banned not in sys.modules, banned
+print("ok", len(loaded))
+"""
+
+
+def test_importing_the_checker_loads_nothing_else_of_the_package():
+    r = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("ok")
+
+
+def test_running_the_checker_loads_nothing_else_of_the_package(tmp_path):
+    probe = (
+        "import runpy, sys\n"
+        f"sys.argv = ['checker', {str(tmp_path / 'missing.json')!r}]\n"
+        "try:\n"
+        "    runpy.run_module('certified.checker', run_name='__main__')\n"
+        "except SystemExit as e:\n"
+        "    assert e.code == 2, e.code\n"
+        "bad = [m for m in sys.modules if m.startswith('certified.')\n"
+        "       and not m.startswith('certified.checker')]\n"
+        "bad += [m for m in ('numpy', 'numba') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr + r.stdout
+
+
+def test_the_checker_runs_when_copied_out_of_the_package(tmp_path):
+    copy = tmp_path / "standalone_checker"
+    shutil.copytree(CHECKER_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    example = tmp_path / "example.json"
+    text = (Path(__file__).resolve().parents[2] / "proofs" / "format.md").read_text()
+    example.write_text(text.split("<!-- worked-example -->\n```json\n")[1].split("```")[0])
+    probe = (
+        "import sys, runpy\n"
+        "sys.modules['certified'] = None  # any import of the package now fails\n"
+        f"sys.argv = ['standalone_checker', {str(example)!r}]\n"
+        "runpy.run_module('standalone_checker', run_name='__main__')\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert r.stdout == f"VERIFIED flow {example}\n", r.stderr
+    assert r.returncode == 0
+
+
+def test_the_package_still_exports_its_public_names_lazily():
+    for name in certified.__all__:
+        assert getattr(certified, name) is not None
+    from certified import Interval, ShapeError
+
+    assert Interval.__name__ == "Interval"
+    assert issubclass(ShapeError, certified.CertifiedError)
+    assert set(certified.__all__) == {"__version__", *certified._LAZY}
