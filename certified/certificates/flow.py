@@ -20,7 +20,7 @@ __all__ = ["exact_number", "flow_certificate", "laminar_flow_exact"]
 
 FORMAT_VERSION = 1
 _ACTIVATIONS = ("relu", "leaky_relu", "tanh", "sigmoid")
-_METHODS = ("laminar-exact",)
+_METHODS = ("laminar-exact", "taylor-lognorm")
 _DYADIC_FROM = 2**32  # dyadics with a larger denominator are written "m*2^e" (shorter)
 
 
@@ -153,6 +153,7 @@ def flow_certificate(
     images: Any = None,
     enclosures: Any = None,
     method: str = "laminar-exact",
+    extra_hints: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Build a flow certificate, version 1 (``proofs/format.md`` section 4).
 
@@ -167,7 +168,11 @@ def flow_certificate(
     enclosures : N x d x 2 array-like, optional
         Claimed enclosures ``[lo, hi]`` per coordinate.
     method : str
-        The checker rule named in the hints; version 1 knows ``"laminar-exact"``.
+        The checker rule named in the hints: ``"laminar-exact"`` or ``"taylor-lognorm"``.
+    extra_hints : dict, optional
+        For ``"taylor-lognorm"``: ``order`` (int), ``precision`` (int, bits) and ``chains``
+        (per piece: ``(centres (m+1, N, d), radii (m+1, N), boxes (m, N, d, 2))`` of doubles
+        or exact numbers), as produced by :func:`certified.flow.smooth.smooth_flow`.
 
     Returns
     -------
@@ -178,7 +183,11 @@ def flow_certificate(
     Guarantee: none (the checker decides); the numbers are written exactly.
     """
     if method not in _METHODS:
-        raise InputError(f"method: {method!r} is not a rule of version 1; use 'laminar-exact'")
+        raise InputError(f"method: {method!r} is not a rule of version 1; use one of {_METHODS}")
+    if method == "taylor-lognorm" and (enclosures is None or extra_hints is None):
+        raise InputError(
+            "taylor-lognorm: give enclosures and extra_hints (order, precision, chains)"
+        )
     if images is not None and enclosures is not None:
         raise InputError("images, enclosures: give at most one claim")
     d, activation, pieces = _schedule(schedule_json)
@@ -218,5 +227,20 @@ def flow_certificate(
         "version": FORMAT_VERSION,
         "instance": instance,
         "claim": claim,
-        "hints": {"method": method},
+        "hints": {"method": method, **_taylor_hints(extra_hints, method)},
     }
+
+
+def _taylor_hints(extra: Mapping[str, Any] | None, method: str) -> dict[str, Any]:
+    if method != "taylor-lognorm":
+        return {}
+    chains = []
+    for j, (centres, radii, boxes) in enumerate(extra["chains"]):
+        chains.append(
+            {
+                "centres": _strings(np.asarray(centres), f"chains[{j}].centres"),
+                "radii": _strings(np.asarray(radii), f"chains[{j}].radii"),
+                "boxes": _strings(np.asarray(boxes), f"chains[{j}].boxes"),
+            }
+        )
+    return {"order": int(extra["order"]), "precision": int(extra["precision"]), "chains": chains}

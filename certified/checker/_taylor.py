@@ -45,31 +45,50 @@ def _field(x, W, A, b, activation):
     return [sum((W[j][i] * y[i] for i in range(p)), arb(0)) for j in range(d)]
 
 
-def _taylor(x, W, A, b, activation, K):
-    """Coefficients x_0..x_K of the solution through the (ball) point x, in ball arithmetic."""
+def _ball_mul(x: arb, y: arb) -> arb:
+    return x * y
+
+
+def _interval_mul(x: arb, y: arb) -> arb:
+    """The range of x * y over two balls, by endpoints: for wide balls (the a priori box)
+    this is tighter than the ball product, and it matches the producer's interval
+    arithmetic, so the replay does not reject what the producer verified."""
+    xl, xh, yl, yh = x.lower(), x.upper(), y.lower(), y.upper()
+    p = (xl * yl, xl * yh, xh * yl, xh * yh)
+    lo = min(q.lower() for q in p)
+    hi = max(q.upper() for q in p)
+    return arb(lo).union(arb(hi))
+
+
+def _taylor(x, W, A, b, activation, K, wide=False):
+    """Coefficients x_0..x_K of the solution through the (ball) point x, in ball arithmetic
+    (products by endpoints when ``wide``: the remainder over the a priori box)."""
+    mul = _interval_mul if wide else _ball_mul
     d, p = len(x), len(b)
     X = [list(x)]
-    U = [[b[i] + sum((A[i][j] * x[j] for j in range(d)), arb(0)) for i in range(p)]]
+    U = [[b[i] + sum((mul(A[i][j], x[j]) for j in range(d)), arb(0)) for i in range(p)]]
     Y = [[_act(u, activation) for u in U[0]]]
     if activation == "tanh":
-        Z = [[1 - y * y for y in Y[0]]]
+        Z = [[1 - _sqr(y) for y in Y[0]]]
     else:
-        Z = [[y - y * y for y in Y[0]]]
+        Z = [[y - _sqr(y) for y in Y[0]]]
     for k in range(K):
-        X.append([sum((W[j][i] * Y[k][i] for i in range(p)), arb(0)) / (k + 1) for j in range(d)])
+        X.append(
+            [sum((mul(W[j][i], Y[k][i]) for i in range(p)), arb(0)) / (k + 1) for j in range(d)]
+        )
         if k + 1 == K:
             break
-        U.append([sum((A[i][j] * X[k + 1][j] for j in range(d)), arb(0)) for i in range(p)])
+        U.append([sum((mul(A[i][j], X[k + 1][j]) for j in range(d)), arb(0)) for i in range(p)])
         Y.append(
             [
-                sum(((jj + 1) * U[jj + 1][i] * Z[k - jj][i] for jj in range(k + 1)), arb(0))
+                sum(((jj + 1) * mul(U[jj + 1][i], Z[k - jj][i]) for jj in range(k + 1)), arb(0))
                 / (k + 1)
                 for i in range(p)
             ]
         )
         zz = []
         for i in range(p):
-            conv = sum((Y[jj][i] * Y[k + 1 - jj][i] for jj in range(k + 2)), arb(0))
+            conv = sum((mul(Y[jj][i], Y[k + 1 - jj][i]) for jj in range(k + 2)), arb(0))
             zz.append(-conv if activation == "tanh" else Y[k + 1][i] - conv)
         Z.append(zz)
     return X
@@ -132,7 +151,7 @@ def replay_smooth_piece(W, A, b, activation, tau: fmpq, K: int, chain):
                     raise TaylorReplayError(
                         f"point {q}, step {n}: Picard inclusion fails in coordinate {j}"
                     )
-            rem = _taylor(B, W, A, b, activation, K)[K]
+            rem = _taylor(B, W, A, b, activation, K, wide=True)[K]
             coef = _taylor(c, W, A, b, activation, K)
             growth = (_lognorm_upper(B, W, A, b, activation) * h).exp()
             nxt = [arb(v) for v in centres[n + 1]]

@@ -34,9 +34,10 @@ from ._parse import (
     string,
     vector,
 )
+from ._smooth_rule import check_taylor_lognorm
 
 ACTIVATIONS = ("relu", "leaky_relu", "tanh", "sigmoid")
-METHODS = ("laminar-exact",)
+METHODS = ("laminar-exact", "taylor-lognorm")
 
 Vector = list[flint.fmpq]
 
@@ -117,8 +118,13 @@ def _claim(claim: Any, n: int, d: int) -> tuple[list[Vector] | None, list[list[t
 
 def check_flow_v1(instance: Any, claim: Any, hints: Any) -> str:
     """Check a flow certificate of version 1; return a summary or raise Rejected."""
-    fields(hints, "hints", ("method",))
+    if not isinstance(hints, dict) or "method" not in hints:
+        raise Rejected("hints: expected an object with a field 'method'")
     method = string(hints["method"], "hints.method", METHODS)
+    if method == "laminar-exact":
+        fields(hints, "hints", ("method",))
+    else:
+        fields(hints, "hints", ("method", "order", "precision", "chains"))
 
     fields(instance, "instance", ("schedule", "points", "time"))
     schedule = fields(
@@ -140,9 +146,10 @@ def check_flow_v1(instance: Any, claim: Any, hints: Any) -> str:
 
     images, boxes = _claim(claim, n, d)
 
-    # rule laminar-exact (the only method of version 1)
-    if method != "laminar-exact":
-        raise Rejected(f"hints.method: no rule {show(method)}")
+    if method == "taylor-lognorm":
+        return check_taylor_lognorm(activation, pieces, points, boxes, hints)
+
+    # rule laminar-exact
     if activation != "relu":
         raise Rejected(
             f"instance.schedule.activation: rule laminar-exact needs relu, got {activation}"
