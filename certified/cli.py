@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from certified import __version__
-from certified.errors import CertifiedError
+from certified.errors import CertifiedError, InputError
 
 __all__ = ["main"]
 
@@ -46,6 +46,16 @@ def _build_parser() -> argparse.ArgumentParser:
     c.add_argument("files", nargs="+", metavar="FILE", help="certificate files")
 
     from certified.bench import SUITES
+
+    f = sub.add_parser(
+        "flow", help="certified enclosures of a schedule's flow map, with a certificate"
+    )
+    f.add_argument("--schedule", type=Path, required=True, help="schedule JSON file")
+    f.add_argument("--points", type=Path, required=True, help="points: .json, .npz or .csv")
+    f.add_argument("--time", help="final time (version 1: the schedule's total time)")
+    f.add_argument("--prec", type=int, help="working precision in bits (ReLU: default 128)")
+    f.add_argument("--out", type=Path, required=True, help="certificate file to write")
+    f.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
     b = sub.add_parser("bench", help="benchmarks: ratios against float64 in the same run")
     b.add_argument("suite", choices=sorted(SUITES), help="which hot paths to measure")
@@ -87,6 +97,74 @@ def _demo(args: argparse.Namespace) -> int:
         if path is not None:
             print(f"summary written to {path}")
     return 0 if all_ok else 1
+
+
+def _flow(args: argparse.Namespace) -> int:
+    from certified.arith.exact import fmpq_to_str, to_fmpq
+    from certified.certificates import write_certificate
+    from certified.checker import check_certificate
+    from certified.flow.api import enclose_flow, flow_certificate_for
+    from certified.io import read_points
+    from certified.models import Schedule
+
+    t0 = time.perf_counter()
+    schedule = Schedule.from_json(args.schedule)
+    points = read_points(args.points)
+    if points.shape[1] != schedule.dimension:
+        raise InputError(
+            f"{args.points}: points have {points.shape[1]} coordinates, the schedule's "
+            f"dimension is {schedule.dimension}"
+        )
+    if args.time is not None and to_fmpq(args.time, field="--time") != schedule.total_time:
+        raise InputError(
+            f"--time: version 1 certifies the whole schedule, T = {schedule.total_time}; "
+            "omit --time or give that value"
+        )
+    result = enclose_flow(schedule, points, prec=args.prec)
+    cert = flow_certificate_for(schedule, points, result)
+    verdict, path, message = "UNDECIDED", None, result.message
+    if cert is not None:
+        check = check_certificate(cert)  # re-checked before anything is written
+        if check.verified:
+            path = write_certificate(args.out, cert)
+            verdict = "VERIFIED"
+        else:
+            message = f"the certificate was not accepted by the checker: {check.reason}"
+    elif result.status.value == "success":
+        message = "no checker rule covers this schedule yet (non-laminar ReLU pieces)"
+    seconds = time.perf_counter() - t0
+    ok = result.status.value == "success"
+    enc = result.final
+    if args.json:
+        out = {
+            "command": "flow",
+            "verdict": verdict,
+            "certificate": None if path is None else str(path),
+            "seconds": seconds,
+            "message": message,
+        }
+        if ok:
+            out["enclosures"] = [
+                [
+                    [fmpq_to_str(to_fmpq(lo)), fmpq_to_str(to_fmpq(hi))]
+                    for lo, hi in zip(a, b, strict=True)
+                ]
+                for a, b in zip(enc.lo.tolist(), enc.hi.tolist(), strict=True)
+            ]
+            out["max_width"] = repr(result.max_width())
+        json.dump(out, sys.stdout)
+        print()
+    else:
+        if ok:
+            print(
+                f"{len(points)} points, T = {schedule.total_time}: max enclosure width "
+                f"{result.max_width():.3e}"
+            )
+        print(f"{verdict}" + (f": certificate written to {path}" if path else f": {message}"))
+    if verdict == "VERIFIED":
+        return 0
+    print(f"certified flow: {message}", file=sys.stderr)
+    return 1
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -135,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "demo":
             return _demo(args)
+        if args.command == "flow":
+            return _flow(args)
         if args.command == "bench":
             return _bench(args)
     except CertifiedError as exc:

@@ -83,3 +83,64 @@ def test_bench_json_contract(capsys):
     for b in payload["benchmarks"]:
         assert set(b) >= {"name", "seconds", "baseline", "baseline_seconds", "ratio"}
         assert b["ratio"] == pytest.approx(b["seconds"] / b["baseline_seconds"])
+
+
+SMOOTH_SCHEDULE = {
+    "dimension": 2,
+    "activation": "tanh",
+    "pieces": [
+        {
+            "duration": "1/2",
+            "W": [[1, "-1/2"], ["1/3", 1]],
+            "A": [[1, 0], [0, 1]],
+            "b": [0, "1/10"],
+        },
+        {"duration": "1/4", "W": [[-1, 0], [0, 1]], "A": [[1, 1], [1, -1]], "b": ["0.2", 0]},
+    ],
+}
+
+
+def _flow_files(tmp_path, schedule=SMOOTH_SCHEDULE, points="0.1,0.2\n-0.5,1\n"):
+    s = tmp_path / "schedule.json"
+    s.write_text(json.dumps(schedule))
+    p = tmp_path / "points.csv"
+    p.write_text(points)
+    return s, p
+
+
+def test_flow_writes_a_certificate_the_checker_accepts(tmp_path, capsys):
+    s, p = _flow_files(tmp_path)
+    out = tmp_path / "cert.json"
+    assert (
+        main(["flow", "--schedule", str(s), "--points", str(p), "--out", str(out), "--json"]) == 0
+    )
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["verdict"] == "VERIFIED" and payload["certificate"] == str(out)
+    assert len(payload["enclosures"]) == 2 and len(payload["enclosures"][0]) == 2
+    assert float(payload["max_width"]) < 1e-12
+    assert main(["check", str(out)]) == 0
+
+
+@pytest.mark.parametrize(
+    ("schedule", "points", "words"),
+    [
+        ({**SMOOTH_SCHEDULE, "dimension": 3}, "0.1,0.2\n", "W"),
+        (SMOOTH_SCHEDULE, "0.1,0.2,0.3\n", "coordinates"),
+        (SMOOTH_SCHEDULE, "nan,0.2\n", "points"),
+        ({**SMOOTH_SCHEDULE, "pieces": []}, "0.1,0.2\n", "pieces"),
+        (
+            {**SMOOTH_SCHEDULE, "pieces": [{**SMOOTH_SCHEDULE["pieces"][0], "duration": "-1"}]},
+            "0.1,0.2\n",
+            "duration",
+        ),
+    ],
+)
+def test_flow_bad_input_exits_2_and_writes_nothing(tmp_path, schedule, points, words):
+    s, p = _flow_files(tmp_path, schedule, points)
+    out = tmp_path / "cert.json"
+    r = run("flow", "--schedule", str(s), "--points", str(p), "--out", str(out))
+    assert r.returncode == 2, r.stderr
+    assert words in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not out.exists()
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["points.csv", "schedule.json"]

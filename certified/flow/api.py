@@ -1,0 +1,105 @@
+"""One entry point for certified flows of a :class:`~certified.models.Schedule`, and the
+certificates they give (in the spirit of diffrax's ``diffeqsolve``: the field is the schedule,
+the method is chosen from it, the result is a :class:`FlowEnclosure`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from certified.errors import InputError
+from certified.flow.result import FlowEnclosure, FlowStatus
+from certified.models import Activation, Schedule
+
+__all__ = ["enclose_flow", "flow_certificate_for"]
+
+
+def enclose_flow(
+    schedule: Schedule,
+    X0: Any,
+    *,
+    prec: int | None = None,
+    order: int = 20,
+    max_step: Any = "1/32",
+) -> FlowEnclosure:
+    """Certified enclosures of ``Phi_T(x)`` for every initial point (or box) x, T the total
+    time of the schedule.
+
+    ReLU / leaky ReLU schedules use the piecewise-affine engine (laminar pieces exactly, other
+    pieces region by region, ball arithmetic at ``prec`` bits, default 128); tanh / sigmoid
+    schedules use the validated Taylor method with log-norm propagation in float64 interval
+    arithmetic (``order``, ``max_step``; ``prec`` must then be None or 53).
+
+    Guarantee: if the status is SUCCESS, ``enclosures[0, i]`` contains ``Phi_T(x)`` for every
+    x in initial set i.
+    """
+    W = [p.W for p in schedule.pieces]
+    A = [p.A for p in schedule.pieces]
+    b = [p.b for p in schedule.pieces]
+    durations = [p.duration for p in schedule.pieces]
+    if schedule.activation in (Activation.TANH, Activation.SIGMOID):
+        if prec not in (None, 53):
+            raise InputError(
+                f"prec: the smooth-field method runs in float64 interval arithmetic (53 bits); "
+                f"got {prec}. Omit --prec, or use 53"
+            )
+        from certified.flow.smooth import smooth_flow
+
+        return smooth_flow(
+            W,
+            A,
+            b,
+            durations,
+            X0,
+            activation=schedule.activation.value,
+            order=order,
+            max_step=max_step,
+        )
+    from certified.flow.relu import DEFAULT_PREC, relu_flow
+
+    return relu_flow(
+        W,
+        A,
+        b,
+        durations,
+        X0,
+        activation=schedule.activation.value,
+        slope=schedule.slope,
+        prec=DEFAULT_PREC if prec is None else prec,
+    )
+
+
+def flow_certificate_for(
+    schedule: Schedule,
+    points: Any,
+    result: FlowEnclosure,
+    *,
+    order: int = 20,
+    precision: int = 128,
+) -> dict[str, Any] | None:
+    """A version-1 flow certificate of a successful result, or None when no checker rule
+    covers the schedule yet (non-laminar ReLU pieces).
+
+    Guarantee: none (the checker decides).
+    """
+    from certified.certificates import flow_certificate
+
+    if result.status is not FlowStatus.SUCCESS:
+        return None
+    enc = np.stack([result.final.lo, result.final.hi], axis=-1)
+    if schedule.activation in (Activation.TANH, Activation.SIGMOID):
+        hints = {"order": order, "precision": precision, "chains": result.hints["chains"]}
+        return flow_certificate(
+            schedule.to_json(),
+            points,
+            enclosures=enc,
+            method="taylor-lognorm",
+            extra_hints=hints,
+        )
+    if schedule.activation is Activation.RELU and schedule.is_laminar():
+        if result.exact is not None:
+            return flow_certificate(schedule.to_json(), points, images=result.exact[-1])
+        return flow_certificate(schedule.to_json(), points)
+    return None
