@@ -44,7 +44,9 @@ def test_demo_verifies_and_writes_summary(tmp_path, capsys):
     summary = json.loads((out / "demo_summary.json").read_text())
     assert summary["kind"] == "demo-summary"
     assert all(c["passed"] for c in summary["checks"])
-    assert [p.name for p in out.iterdir()] == ["demo_summary.json"]  # no temporary left over
+    names = sorted(p.name for p in out.iterdir())  # no temporary file left over
+    assert names == ["demo_summary.json", "laminar_flow.json", "tanh_flow.json"]
+    assert main(["check", str(out / "tanh_flow.json"), str(out / "laminar_flow.json")]) == 0
 
 
 def test_demo_output_under_a_file_exits_2_and_writes_nothing(tmp_path):
