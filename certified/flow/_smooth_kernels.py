@@ -56,17 +56,24 @@ def _act(ul, uh, act):
 
 
 @kernel
+def _affine_row(i, xl, xh, Al, Ah, bl, bh):
+    """Row i of A X + b over a box X, outward rounded: (lo, hi)."""
+    lo = bl[i]
+    hi = bh[i]
+    for j in range(xl.shape[0]):
+        a, b = _imul(Al[i, j], Ah[i, j], xl[j], xh[j])
+        lo = dn(lo + a)
+        hi = up(hi + b)
+    return lo, hi
+
+
+@kernel
 def _field(xl, xh, Wl, Wh, Al, Ah, bl, bh, act, ul, uh, yl, yh, fl, fh):
     """f(X) = W s(A X + b) over a box X (interval evaluation), into fl, fh."""
     d = xl.shape[0]
     p = bl.shape[0]
     for i in range(p):
-        lo = bl[i]
-        hi = bh[i]
-        for j in range(d):
-            a, b = _imul(Al[i, j], Ah[i, j], xl[j], xh[j])
-            lo = dn(lo + a)
-            hi = up(hi + b)
+        lo, hi = _affine_row(i, xl, xh, Al, Ah, bl, bh)
         ul[i] = lo
         uh[i] = hi
         yl[i], yh[i] = _act(lo, hi, act)
@@ -96,12 +103,7 @@ def _taylor(xl, xh, Wl, Wh, Al, Ah, bl, bh, act, K, X, U, Y, Z):
         X[0, j, 0] = xl[j]
         X[0, j, 1] = xh[j]
     for i in range(p):
-        lo = bl[i]
-        hi = bh[i]
-        for j in range(d):
-            a, b = _imul(Al[i, j], Ah[i, j], xl[j], xh[j])
-            lo = dn(lo + a)
-            hi = up(hi + b)
+        lo, hi = _affine_row(i, xl, xh, Al, Ah, bl, bh)
         U[0, i, 0] = lo
         U[0, i, 1] = hi
         y0l, y0h = _act(lo, hi, act)
@@ -191,12 +193,7 @@ def _lognorm_bound(Bl, Bh, Wl, Wh, Al, Ah, bl, bh, act, ul, uh, sl, sh, J):
     d = Bl.shape[0]
     p = bl.shape[0]
     for i in range(p):
-        lo = bl[i]
-        hi = bh[i]
-        for j in range(d):
-            a, b = _imul(Al[i, j], Ah[i, j], Bl[j], Bh[j])
-            lo = dn(lo + a)
-            hi = up(hi + b)
+        lo, hi = _affine_row(i, Bl, Bh, Al, Ah, bl, bh)
         yl, yh = _act(lo, hi, act)
         s2l, s2h = _imul(yl, yh, yl, yh)
         s2l = max(s2l, 0.0)  # a square is >= 0
