@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from certified.errors import InputError
 from certified.flow.result import FlowEnclosure, FlowStatus
 from certified.models import Activation, Schedule
 
@@ -30,7 +29,7 @@ def enclose_flow(
     ReLU / leaky ReLU schedules use the piecewise-affine engine (laminar pieces exactly, other
     pieces region by region, ball arithmetic at ``prec`` bits, default 128); tanh / sigmoid
     schedules use the validated Taylor method with log-norm propagation in float64 interval
-    arithmetic (``order``, ``max_step``; ``prec`` must then be None or 53).
+    arithmetic (``order``, ``max_step``) at 53 bits, or in arb at ``prec`` bits if given.
 
     Guarantee: if the status is SUCCESS, ``enclosures[0, i]`` contains ``Phi_T(x)`` for every
     x in initial set i.
@@ -40,11 +39,6 @@ def enclose_flow(
     b = [p.b for p in schedule.pieces]
     durations = [p.duration for p in schedule.pieces]
     if schedule.activation in (Activation.TANH, Activation.SIGMOID):
-        if prec not in (None, 53):
-            raise InputError(
-                f"prec: the smooth-field method runs in float64 interval arithmetic (53 bits); "
-                f"got {prec}. Omit --prec, or use 53"
-            )
         from certified.flow.smooth import smooth_flow
 
         return smooth_flow(
@@ -56,6 +50,7 @@ def enclose_flow(
             activation=schedule.activation.value,
             order=order,
             max_step=max_step,
+            prec=53 if prec is None else prec,
         )
     from certified.flow.relu import DEFAULT_PREC, relu_flow
 
@@ -90,6 +85,7 @@ def flow_certificate_for(
         return None
     enc = np.stack([result.final.lo, result.final.hi], axis=-1)
     if schedule.activation in (Activation.TANH, Activation.SIGMOID):
+        precision = max(precision, result.hints.get("precision", 53))
         hints = {"order": order, "precision": precision, "chains": result.hints["chains"]}
         return flow_certificate(
             schedule.to_json(),

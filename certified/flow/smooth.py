@@ -19,7 +19,8 @@ from flint import fmpq
 
 from certified.arith import Interval
 from certified.arith import interval as iv
-from certified.arith.exact import fmpq_to_float, to_fmpq
+from certified.arith.ball import check_precision
+from certified.arith.exact import fmpq_to_float, to_fmpq, to_fmpq_array
 from certified.errors import InputError, ShapeError
 from certified.flow import _smooth_kernels as SK  # noqa: N812
 from certified.flow.result import FlowEnclosure, FlowStatus
@@ -72,6 +73,7 @@ def smooth_flow(
     order: int = 20,
     max_step: Any = "1/32",
     max_halvings: int = 6,
+    prec: int = 53,
 ) -> FlowEnclosure:
     """Certified enclosures of the time-T flow map, T = sum of durations.
 
@@ -84,6 +86,9 @@ def smooth_flow(
     activation : "tanh" or "sigmoid".
     order : Taylor order K (tightness and cost only).
     max_step : largest step (exact number); halved up to ``max_halvings`` times on failure.
+    prec : working precision in bits. 53 runs the compiled float64 interval kernels
+        (vectorised); any other value runs the same method in arb ball arithmetic at that
+        precision, one point at a time (slower; for tight enclosures or as a cross-check).
 
     Returns
     -------
@@ -103,6 +108,11 @@ def smooth_flow(
         raise InputError(f"order: expected an integer in [2, 60], got {order!r}")
     d = np.shape(W_list[0])[0] if not isinstance(W_list[0], Interval) else W_list[0].shape[0]
     act = _ACTIVATIONS[activation]
+    check_precision(prec)
+    if prec != 53:
+        return _smooth_flow_arb(
+            W_list, A_list, b_list, durations, X0, activation, order, max_step, max_halvings, prec
+        )
     c, r = _initial_balls(X0, d)
     n = c.shape[0]
     log_lip = np.zeros(n)
@@ -209,3 +219,96 @@ def _run_piece(c, r, tau, m, Wl, Wh, Al, Ah, bl, bh, act, order):
         c, r = new_c, new_r
         centres[step + 1], radii[step + 1] = c, r
     return c, r, ell_h, (centres, radii, boxes)
+
+
+def _smooth_flow_arb(
+    W_list, A_list, b_list, durations, X0, activation, order, max_step, max_halvings, prec
+) -> FlowEnclosure:
+    """smooth_flow at ``prec`` bits in arb (see certified.flow._smooth_arb)."""
+    from flint import arb
+
+    from certified.arith.ball import mid_rad
+    from certified.flow._smooth_arb import arb_smooth_piece
+
+    if isinstance(X0, Interval):
+        lo, hi = to_fmpq_array(X0.lo, "X0"), to_fmpq_array(X0.hi, "X0")
+    else:
+        lo = hi = to_fmpq_array(np.asarray(X0, dtype=object), "X0")
+    if lo.ndim != 2 or lo.shape[0] == 0:
+        raise ShapeError(f"X0: expected a non-empty (N, d) array, got shape {lo.shape}")
+    n, d = lo.shape
+    centres = [[(lo[i, j] + hi[i, j]) / 2 for j in range(d)] for i in range(n)]
+    radii = []
+    for i in range(n):
+        r2 = sum(((hi[i, j] - lo[i, j]) / 2) ** 2 for j in range(d))
+        radii.append(mid_rad(arb(r2).sqrt().upper())[0] if r2 else fmpq(0))
+    hmax = to_fmpq(max_step, field="max_step")
+    chains, steps_used, log_lip = [], [], [fmpq(0)] * n
+    total = fmpq(0)
+    for j, tau_raw in enumerate(durations):
+        tau = to_fmpq(tau_raw, field=f"durations[{j}]")
+        if tau <= 0:
+            raise InputError(f"durations[{j}]: {tau} is not positive; durations must be > 0")
+        total += tau
+        W = to_fmpq_array(W_list[j], f"pieces[{j}].W")
+        A = to_fmpq_array(A_list[j], f"pieces[{j}].A")
+        b = to_fmpq_array(b_list[j], f"pieces[{j}].b")
+        p = b.shape[0]
+        if W.shape != (d, p) or A.shape != (p, d):
+            raise ShapeError(f"pieces[{j}]: W, A, b shapes {W.shape}, {A.shape}, {b.shape}")
+        m = max(1, int((tau / hmax).ceil()))
+        for _ in range(max_halvings + 1):
+            res = arb_smooth_piece(
+                centres,
+                radii,
+                W.tolist(),
+                A.tolist(),
+                b.tolist(),
+                activation,
+                tau,
+                m,
+                order,
+                prec,
+            )
+            if res is not None:
+                break
+            m *= 2
+        else:
+            return _failure(n, d, str(total), f"piece {j}: the Picard inclusion failed")
+        centres, radii, ells, chain = res
+        log_lip = [a + mid_rad(e)[0] for a, e in zip(log_lip, ells, strict=True)]
+        steps_used.append(m)
+        chains.append(_layout(chain, m, n, d))
+    lo_q = np.array([[centres[i][k] - radii[i] for k in range(d)] for i in range(n)], dtype=object)
+    hi_q = np.array([[centres[i][k] + radii[i] for k in range(d)] for i in range(n)], dtype=object)
+    enc = Interval.from_exact(lo_q.tolist(), hi_q.tolist())
+    lipschitz = iv.exp(Interval.from_exact([str(v) for v in log_lip])).hi
+    return FlowEnclosure(
+        times=(str(total),),
+        enclosures=enc.reshape(1, n, d),
+        status=FlowStatus.SUCCESS,
+        hints={
+            "method": "taylor-lognorm",
+            "order": order,
+            "precision": prec,
+            "steps": steps_used,
+            "lipschitz": lipschitz,
+            "chains": chains,
+        },
+    )
+
+
+def _layout(chain, m: int, n: int, d: int):
+    """Per-point chains -> (centres (m+1, N, d), radii (m+1, N), boxes (m, N, d, 2))."""
+    centres = np.empty((m + 1, n, d), dtype=object)
+    radii = np.empty((m + 1, n), dtype=object)
+    boxes = np.empty((m, n, d, 2), dtype=object)
+    for q, (cs, rs, bs) in enumerate(chain):
+        for k in range(m + 1):
+            radii[k, q] = rs[k]
+            for j in range(d):
+                centres[k, q, j] = cs[k][j]
+        for k in range(m):
+            for j in range(d):
+                boxes[k, q, j, 0], boxes[k, q, j, 1] = bs[k][j]
+    return centres, radii, boxes

@@ -180,3 +180,33 @@ def test_bad_input(kwargs, error):
             args.pop("X0"),
             **args,
         )
+
+
+@pytest.mark.parametrize("act", ["tanh", "sigmoid"])
+def test_arbitrary_precision_path_encloses_the_closed_form_tightly(act):
+    """prec != 53 runs the same method in arb: the radius is far below the float64 output
+    ulp, so the float64 enclosure is within an ulp or two of the true value."""
+    x0, w, a, b = "0.3", "-1.25", "0.75", "0.1"
+    res = smooth_flow(
+        [np.array([[w]], dtype=object)],
+        [np.array([[a]], dtype=object)],
+        [np.array([b], dtype=object)],
+        ["1/2"],
+        np.array([[x0]], dtype=object),
+        activation=act,
+        order=20,
+        prec=160,
+    )
+    assert res.status is FlowStatus.SUCCESS
+    ref = (one_neuron_tanh if act == "tanh" else one_neuron_sigmoid)(x0, w, a, b, "0.5")
+    assert _inside(res.final.lo[0, 0], res.final.hi[0, 0], ref)
+    assert res.max_width() <= 4 * np.spacing(abs(float(ref)))
+    radius = res.hints["chains"][-1][1][-1, 0]  # exact final radius
+    assert 0 < Fraction(int(radius.p), int(radius.q)) < Fraction(1, 10**30)
+
+
+def test_precision_out_of_range_is_rejected():
+    from certified.errors import PrecisionError
+
+    with pytest.raises(PrecisionError):
+        smooth_flow([np.eye(1)], [np.eye(1)], [np.zeros(1)], ["1"], np.zeros((1, 1)), prec=2)
