@@ -28,6 +28,15 @@ _LAZY = {
     "PrecisionError": "certified.errors",
     "RangeOverflowError": "certified.errors",
     "ShapeError": "certified.errors",
+    "Activation": "certified.models",
+    "Piece": "certified.models",
+    "Schedule": "certified.models",
+    "FlowEnclosure": "certified.flow.result",
+    "FlowStatus": "certified.flow.result",
+    "enclose_flow": "certified.flow.api",
+    "flow_certificate_for": "certified.flow.api",
+    "check_file": "certified.checker",
+    "check_certificate": "certified.checker",
 }
 
 __all__ = [
@@ -45,10 +54,20 @@ __all__ = [
     "PrecisionError",
     "RangeOverflowError",
     "ShapeError",
+    "Activation",
+    "Piece",
+    "Schedule",
+    "FlowEnclosure",
+    "FlowStatus",
+    "enclose_flow",
+    "flow_certificate_for",
+    "check_file",
+    "check_certificate",
 ]
 
 if TYPE_CHECKING:  # static analysers see the eager imports
     from certified.arith import Interval, Tri, TriArray, interval
+    from certified.checker import check_certificate, check_file
     from certified.errors import (
         CertifiedError,
         DomainError,
@@ -60,6 +79,9 @@ if TYPE_CHECKING:  # static analysers see the eager imports
         RangeOverflowError,
         ShapeError,
     )
+    from certified.flow.api import enclose_flow, flow_certificate_for
+    from certified.flow.result import FlowEnclosure, FlowStatus
+    from certified.models import Activation, Piece, Schedule
 
 
 def __getattr__(name: str) -> Any:

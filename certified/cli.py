@@ -53,7 +53,12 @@ def _build_parser() -> argparse.ArgumentParser:
     f.add_argument("--schedule", type=Path, required=True, help="schedule JSON file")
     f.add_argument("--points", type=Path, required=True, help="points: .json, .npz or .csv")
     f.add_argument("--time", help="final time (version 1: the schedule's total time)")
-    f.add_argument("--prec", type=int, help="working precision in bits (ReLU: default 128)")
+    f.add_argument(
+        "--prec",
+        type=int,
+        help="working precision in bits (ReLU: default 128; tanh/sigmoid: default 53, the "
+        "compiled float64 kernels; other values run the same method in arb)",
+    )
     f.add_argument("--out", type=Path, required=True, help="certificate file to write")
     f.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
