@@ -20,7 +20,7 @@ __all__ = ["exact_number", "flow_certificate", "laminar_flow_exact"]
 
 FORMAT_VERSION = 1
 _ACTIVATIONS = ("relu", "leaky_relu", "tanh", "sigmoid")
-_METHODS = ("laminar-exact", "taylor-lognorm")
+_METHODS = ("laminar-exact", "taylor-lognorm", "relu-regions")
 _DYADIC_FROM = 2**32  # dyadics with a larger denominator are written "m*2^e" (shorter)
 
 
@@ -188,6 +188,8 @@ def flow_certificate(
         raise InputError(
             "taylor-lognorm: give enclosures and extra_hints (order, precision, chains)"
         )
+    if method == "relu-regions" and (enclosures is None or extra_hints is None):
+        raise InputError("relu-regions: give enclosures and extra_hints (relu_flow's hints)")
     if images is not None and enclosures is not None:
         raise InputError("images, enclosures: give at most one claim")
     d, activation, pieces = _schedule(schedule_json)
@@ -227,7 +229,9 @@ def flow_certificate(
         "version": FORMAT_VERSION,
         "instance": instance,
         "claim": claim,
-        "hints": {"method": method, **_taylor_hints(extra_hints, method)},
+        "hints": {"method": method, **_taylor_hints(extra_hints, method)}
+        if method != "relu-regions"
+        else _relu_hints(extra_hints),
     }
 
 
@@ -244,3 +248,43 @@ def _taylor_hints(extra: Mapping[str, Any] | None, method: str) -> dict[str, Any
             }
         )
     return {"order": int(extra["order"]), "precision": int(extra["precision"]), "chains": chains}
+
+
+RELU_ORDER = 40  # Taylor order of the checker's replay (steps have m h <= 1: tail ~ 1/40!)
+_RELU_KINDS = {"laminar": ("kind",), "equilibrium": ("kind",)}
+
+
+def _relu_hints(extra: Mapping[str, Any]) -> dict[str, Any]:
+    """Hints of rule relu-regions from :func:`certified.flow.relu.relu_flow`'s hints (points)."""
+    if "points" not in extra:
+        raise InputError("relu-regions: the hints hold no points (boxes are not covered)")
+    per = []
+    for n, entries in enumerate(extra["points"]):
+        row = []
+        for j, e in enumerate(entries):
+            kind = e["kind"]
+            if kind in _RELU_KINDS:
+                row.append({"kind": kind})
+            elif kind == "regions":
+                row.append(
+                    {
+                        "kind": kind,
+                        "segments": [
+                            {k: s[k] for k in ("region", "start", "end", "steps")}
+                            for s in e["segments"]
+                        ],
+                        "crossings": [
+                            {k: c[k] for k in ("neurons", "window", "eps")} for c in e["crossings"]
+                        ],
+                    }
+                )
+            else:
+                raise InputError(f"relu-regions: point {n}, piece {j} was not certified ({kind})")
+        per.append(row)
+    return {
+        "method": "relu-regions",
+        "precision": min(2 * int(extra["prec"]), 4096),  # margin over the windows' widths
+        "order": RELU_ORDER,
+        "grid": int(extra["grid"]),
+        "points": per,
+    }

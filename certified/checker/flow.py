@@ -3,10 +3,12 @@
 Specification: ``proofs/format.md`` section 4; meaning of VERIFIED:
 ``proofs/semantics.md`` ("Kind flow"); soundness: ``proofs/checker_soundness.md`` section 2.
 
-Rule ``laminar-exact`` (the only rule of version 1): the activation is ReLU and every piece is
-laminar with a shared normal (all rows of ``A`` equal one vector ``a`` and ``a . w_i = 0`` for
-every column ``w_i`` of ``W``). Then ``a . x`` is constant along every trajectory during the
-piece, so the field is constant along it and the flow of the piece is, exactly,
+Rules ``taylor-lognorm`` (``_smooth_rule.py``) and ``relu-regions`` (``_relu_rule.py``,
+enclosures of non-laminar ReLU flows) live in their modules. Rule ``laminar-exact``: the
+activation is ReLU and every piece is laminar with a shared normal (all rows of ``A`` equal
+one vector ``a`` and ``a . w_i = 0`` for every column ``w_i`` of ``W``). Then ``a . x`` is
+constant along every trajectory during the piece, so the field is constant along it and the
+flow of the piece is, exactly,
 
     Phi_tau(x) = x + tau * sum_i w_i * (a . x + b_i)_+ .
 
@@ -34,10 +36,11 @@ from ._parse import (
     string,
     vector,
 )
+from ._relu_rule import check_relu_regions
 from ._smooth_rule import check_taylor_lognorm
 
 ACTIVATIONS = ("relu", "leaky_relu", "tanh", "sigmoid")
-METHODS = ("laminar-exact", "taylor-lognorm")
+METHODS = ("laminar-exact", "taylor-lognorm", "relu-regions")
 
 Vector = list[flint.fmpq]
 
@@ -123,6 +126,8 @@ def check_flow_v1(instance: Any, claim: Any, hints: Any) -> str:
     method = string(hints["method"], "hints.method", METHODS)
     if method == "laminar-exact":
         fields(hints, "hints", ("method",))
+    elif method == "relu-regions":
+        fields(hints, "hints", ("method", "order", "precision", "grid", "points"))
     else:
         fields(hints, "hints", ("method", "order", "precision", "chains"))
 
@@ -148,6 +153,9 @@ def check_flow_v1(instance: Any, claim: Any, hints: Any) -> str:
 
     if method == "taylor-lognorm":
         return check_taylor_lognorm(activation, pieces, points, boxes, hints)
+
+    if method == "relu-regions":
+        return check_relu_regions(activation, pieces, points, boxes, hints)
 
     # rule laminar-exact
     if activation != "relu":

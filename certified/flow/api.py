@@ -75,7 +75,7 @@ def flow_certificate_for(
     precision: int = 128,
 ) -> dict[str, Any] | None:
     """A version-1 flow certificate of a successful result, or None when no checker rule
-    covers the schedule yet (non-laminar ReLU pieces).
+    covers the schedule yet (leaky ReLU with non-laminar pieces, boxes).
 
     Guarantee: none (the checker decides).
     """
@@ -98,4 +98,12 @@ def flow_certificate_for(
         if result.exact is not None:
             return flow_certificate(schedule.to_json(), points, images=result.exact[-1])
         return flow_certificate(schedule.to_json(), points)
+    if schedule.activation is Activation.RELU and "points" in result.hints:
+        return flow_certificate(
+            schedule.to_json(),
+            points,
+            enclosures=enc,
+            method="relu-regions",
+            extra_hints=result.hints,
+        )
     return None

@@ -36,7 +36,7 @@ from certified.flow._relu_model import (
     parse_points,
     parse_schedule,
 )
-from certified.flow._relu_points import Rejected, flow_point_piece, point_ball
+from certified.flow._relu_points import GRID, Rejected, flow_point_piece, point_ball
 from certified.flow._relu_region import ArbPiece
 from certified.flow.result import FlowEnclosure, FlowStatus
 
@@ -300,7 +300,7 @@ def relu_flow(
 
             {"method": "relu-regions", "version": 1, "prec": int,
              "activation": str, "slope": str | None, "total_time": str,
-             "laminar": [bool per piece],
+             "laminar": [bool per piece], "grid": int (subintervals per validated step),
              "points": [                       # (or "boxes") one list per initial point
                  [                             # one entry per piece
                    {"kind": "laminar"}                    # exact map of a laminar piece
@@ -349,6 +349,7 @@ def relu_flow(
         "slope": None if activation == "relu" else fmpq_to_str(alpha),
         "total_time": fmpq_to_str(total),
         "laminar": [q.laminar for q in pieces],
+        "grid": GRID,  # validation subintervals per step (the checker replays on this grid)
     }
     exact = None
     rejected: dict[int, str] = {}

@@ -31,13 +31,22 @@ def test_every_activation_is_enclosed(activation):
     assert res.max_width() < 1e-10
 
 
-def test_non_laminar_relu_has_no_certificate_yet_and_the_cli_says_so(tmp_path, capsys):
+def test_non_laminar_relu_certificate_is_verified():
     schedule = Schedule.from_json(RELU_GENERAL)
+    pts = np.array([[0.25, -0.5]])
+    cert = certified.flow_certificate_for(schedule, pts, certified.enclose_flow(schedule, pts))
+    assert cert is not None and cert["hints"]["method"] == "relu-regions"
+    assert certified.check_certificate(cert).verified
+
+
+def test_non_laminar_leaky_relu_has_no_certificate_yet_and_the_cli_says_so(tmp_path, capsys):
+    spec = {**RELU_GENERAL, "activation": "leaky_relu"}
+    schedule = Schedule.from_json(spec)
     pts = np.array([[0.25, -0.5]])
     res = certified.enclose_flow(schedule, pts)
     assert certified.flow_certificate_for(schedule, pts, res) is None
     s = tmp_path / "s.json"
-    s.write_text(json.dumps(RELU_GENERAL))
+    s.write_text(json.dumps(spec))
     p = tmp_path / "p.csv"
     p.write_text("0.25,-0.5\n")
     out = tmp_path / "cert.json"

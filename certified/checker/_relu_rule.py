@@ -1,0 +1,353 @@
+"""Rule ``relu-regions`` of kind ``flow`` v1: enclosures of ReLU flows with non-laminar pieces,
+re-derived region by region in arb (proofs/checker_soundness.md#relu-regions).
+
+Hints: ``{"method": "relu-regions", "precision": P, "order": N, "grid": G, "points": [per
+point, per piece: {"kind": "laminar"} | {"kind": "equilibrium"} | {"kind": "regions",
+"segments": [{"region", "start", "end", "steps": [[t0, t1], ...]}], "crossings":
+[{"neurons", "window": [lo, hi], "eps"}]}]}``. The hints only say *where* to look (the
+regions, the step and window times, a window width); every enclosure is recomputed here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flint
+from flint import arb, fmpq
+
+from ._parse import MAX_HEIGHT_BITS, Rejected, array, exact, fields, small_integer, string
+
+MAX_RELU_OPS = 10**8  # ball operations a replay may take
+_Z = fmpq(0)
+
+
+def _relu(x: arb) -> arb:
+    """max(x, 0) over a ball, by its endpoints (monotone)."""
+    lo, hi = x.lower(), x.upper()
+    return arb(lo if lo > 0 else 0).union(arb(hi if hi > 0 else 0))
+
+
+def _count(x: Any) -> int:
+    return len(x) if isinstance(x, list) else 0
+
+
+def _norm2_up(v: list[fmpq]) -> arb:
+    return arb(sum((c * c for c in v), _Z)).sqrt()
+
+
+class _Net:
+    """Exact data of one piece: columns w_i, rows a_i, b_i; live neurons (w_i, a_i != 0) and the
+    constant drift of the neurons with a_i = 0."""
+
+    def __init__(self, piece: Any, d: int) -> None:
+        self.d, self.p, self.tau = d, len(piece.b), piece.duration
+        self.w = [[piece.W[k][i] for k in range(d)] for i in range(self.p)]
+        self.a, self.b = piece.A, piece.b
+        self.live = [i for i in range(self.p) if any(self.w[i]) and any(self.a[i])]
+        self.c0 = [_Z] * d
+        for i in range(self.p):
+            if any(self.w[i]) and not any(self.a[i]) and self.b[i] > 0:
+                self.c0 = [self.c0[k] + self.w[i][k] * self.b[i] for k in range(d)]
+        self.lip = sum((_norm2_up(self.w[i]) * _norm2_up(self.a[i]) for i in self.live), arb(0))
+
+    def is_laminar(self) -> bool:
+        """All live a_i parallel to one a, a . w_i = 0 and a . c0 = 0 (bounds.md#relu-laminar)."""
+        if not self.live:
+            return True
+        a, d = self.a[self.live[0]], self.d
+        for i in self.live:
+            ai = self.a[i]
+            if any(ai[k] * a[m] != ai[m] * a[k] for k in range(d) for m in range(d)):
+                return False
+        return all(sum((a[k] * v[k] for k in range(d)), _Z) == 0 for v in [self.c0] + self.w)
+
+    def field(self, x: list, zero: Any, relu: Any) -> list:
+        out = list(self.c0) if zero == _Z else [arb(c) for c in self.c0]
+        for i in self.live:
+            z = relu(sum((self.a[i][k] * x[k] for k in range(self.d)), zero) + self.b[i])
+            out = [out[k] + self.w[i][k] * z for k in range(self.d)]
+        return out
+
+    def affine(self, region: str) -> tuple[list[list[fmpq]], list[fmpq]]:
+        """M, c of the field on the closed region (exact)."""
+        d = self.d
+        M = [[_Z] * d for _ in range(d)]
+        c = list(self.c0)
+        for i in self.live:
+            if region[i] == "+":
+                for k in range(d):
+                    c[k] += self.w[i][k] * self.b[i]
+                    for m in range(d):
+                        M[k][m] += self.w[i][k] * self.a[i][m]
+        return M, c
+
+
+class _Series:
+    """Taylor coefficients of the affine flow from every point of the ball Y, with the tail
+    bound T(s) of proofs/bounds.md#relu-taylor-tail."""
+
+    def __init__(self, M, c, Y: list[arb], N: int, h: fmpq) -> None:
+        d = len(Y)
+        self.m = max(sum((abs(v) for v in row), _Z) for row in M)
+        if self.m * h >= N + 2:
+            raise Rejected(f"a step of length {h} is too long for order {N} (m h >= N + 2)")
+        Ma = [[arb(v) for v in row] for row in M]
+        ca = [arb(v) for v in c]
+        v = [list(Y) + [arb(1)]]
+        for k in range(N):
+            prev = v[-1]
+            nxt = [
+                (sum((Ma[r][s] * prev[s] for s in range(d)), arb(0)) + ca[r] * prev[d]) / (k + 1)
+                for r in range(d)
+            ]
+            v.append(nxt + [arb(0)])
+        self.v, self.N, self.d = v, N, d
+        self.vN = max(abs(x).upper() for x in v[N][:d])
+
+    def tail(self, s: fmpq) -> arb:
+        if s == 0:
+            return arb(0)
+        ms = arb(self.m * s)
+        t = arb(self.vN) * arb(s) ** self.N * (ms / (self.N + 1)) / (1 - ms / (self.N + 2))
+        return arb(t.upper())
+
+    @staticmethod
+    def horner(coef: list[arb], S: arb) -> arb:
+        out = arb(0)
+        for x in reversed(coef):
+            out = out * S + x
+        return out
+
+    def coords(self, S: arb, s_hi: fmpq) -> list[arb]:
+        T = self.tail(s_hi)
+        return [self.horner([v[j] for v in self.v], S) + arb(0, T) for j in range(self.d)]
+
+    def scalar(self, row: list[arb], S: arb, s_hi: fmpq, weight: arb) -> arb:
+        """row . x~(s) over S (row of length d + 1), with tail weight * T(s_hi)."""
+        coef = [sum((row[j] * v[j] for j in range(self.d + 1)), arb(0)) for v in self.v]
+        return self.horner(coef, S) + arb(0, (weight * self.tail(s_hi)).upper())
+
+
+def _hull(u: fmpq, v: fmpq) -> arb:
+    return arb(u).union(arb(v))
+
+
+def _signed_rows(net: _Net, region: str, M, c):
+    """Per live neuron: sigma_i (a_i, b_i), sigma_i (a_i^T M, a_i^T c) and their tail weights."""
+    out = []
+    d = net.d
+    for i in net.live:
+        sg = 1 if region[i] == "+" else -1
+        a = net.a[i]
+        g = [arb(sg * x) for x in a] + [arb(sg * net.b[i])]
+        aM = [sum((a[k] * M[k][m] for k in range(d)), _Z) for m in range(d)]
+        ac = sum((a[k] * c[k] for k in range(d)), _Z)
+        dg = [arb(sg * x) for x in aM] + [arb(sg * ac)]
+        w1 = arb(sum((abs(x) for x in a), _Z))
+        w2 = arb(sum((abs(x) for x in aM), _Z))
+        out.append((i, g, dg, w1, w2))
+    return out
+
+
+def _step(net, region, Y, h: fmpq, N: int, G: int) -> list[arb]:
+    """Certify x(s) in R_region on [0, h] from every point of Y (sign at s = 0 already known,
+    bounds.md#relu-region-membership); return the ball of x(h)."""
+    M, c = net.affine(region)
+    ser = _Series(M, c, Y, N, h)
+    for i, g, dg, w1, w2 in _signed_rows(net, region, M, c):
+        if ser.scalar(g, _hull(_Z, h), h, w1) >= 0:
+            continue  # coarse pass: g >= 0 over the whole step
+        for l_ in range(G):
+            u, v = h * fmpq(l_, G), h * fmpq(l_ + 1, G)
+            gp = ser.scalar(dg, _hull(u, v), v, w2)
+            if gp >= 0:
+                continue
+            if gp <= 0 and ser.scalar(g, arb(v), v, w1) >= 0:
+                continue
+            gu = ser.scalar(g, arb(u), u, w1)
+            if arb(gu.lower()) + arb(v - u) * min(arb(gp.lower()), arb(0)) >= 0:
+                continue
+            raise Rejected(f"neuron {i}: region membership fails on [{u}, {v}] of the step")
+    return ser.coords(arb(h), h)
+
+
+def _window(net, region, Y, h: fmpq, eps_hint: fmpq, N: int, prec: int) -> list[arb]:
+    """Window lemma (bounds.md#relu-window) over [0, h] with lo = 0: return x(h)'s ball."""
+    M, c = net.affine(region)
+    ser = _Series(M, c, Y, N, h)
+    eps_hat = arb(4 * eps_hint) + arb(2) ** (-2 * prec)
+    X = ser.coords(_hull(_Z, h), h)
+    B = [x + arb(0, eps_hat.lower()) for x in X]
+    phi = arb(0)
+    for i in net.live:
+        gi = sum((net.a[i][k] * B[k] for k in range(net.d)), arb(0)) + net.b[i]
+        if (gi if region[i] == "+" else -gi) >= 0:
+            continue
+        phi += _norm2_up(net.w[i]) * arb(abs(gi).upper())
+    eps = arb(((net.lip * arb(h)).exp() * arb(h) * phi).upper())
+    if not eps < arb(eps_hat.lower()):
+        raise Rejected(f"window of length {h}: the error bound {eps} is not below eps_hat")
+    return [x + arb(0, eps) for x in ser.coords(arb(h), h)]
+
+
+def _times(value: Any, where: str) -> tuple[fmpq, fmpq]:
+    t0, t1 = (exact(x, f"{where}[{k}]") for k, x in enumerate(array(value, where, 2)))
+    if not t0 < t1:
+        raise Rejected(f"{where}: empty time interval")
+    return t0, t1
+
+
+def _events(entry: Any, where: str, net: _Net) -> list[tuple]:
+    """Steps and windows of a piece as (t0, t1, region, eps or None), tiling [0, tau]."""
+    fields(entry, where, ("kind", "segments", "crossings"))
+    segs = []
+    for k, s in enumerate(array(entry["segments"], f"{where}.segments")):
+        w = f"{where}.segments[{k}]"
+        fields(s, w, ("region", "start", "end", "steps"))
+        region = s["region"]
+        if (
+            not isinstance(region, str)
+            or len(region) != net.p
+            or any(
+                (ch == ".") != (i not in net.live) or ch not in "+-." for i, ch in enumerate(region)
+            )
+        ):
+            raise Rejected(f"{w}.region: expected one of +- per live neuron and . otherwise")
+        start, end = _times([s["start"], s["end"]], w)
+        if start != (segs[-1][1] if segs else _Z):
+            raise Rejected(f"{w}.start: segments must tile the piece")
+        segs.append((start, end, region, array(s["steps"], f"{w}.steps", minimum=0), w))
+    if segs[-1][1] != net.tau:
+        raise Rejected(f"{where}.segments: the last segment does not end at the duration")
+    events = []
+    for start, end, region, steps, w in segs:
+        for k, st in enumerate(steps):
+            t0, t1 = _times(st, f"{w}.steps[{k}]")
+            if not start <= t0 < t1 <= end:
+                raise Rejected(f"{w}.steps[{k}]: outside its segment")
+            events.append((t0, t1, region, None))
+    for k, cr in enumerate(array(entry["crossings"], f"{where}.crossings", minimum=0)):
+        w = f"{where}.crossings[{k}]"
+        fields(cr, w, ("neurons", "window", "eps"))
+        for j, i in enumerate(array(cr["neurons"], f"{w}.neurons", minimum=0)):
+            small_integer(i, f"{w}.neurons[{j}]", 0, net.p - 1)
+        lo, hi = _times(cr["window"], f"{w}.window")
+        eps = exact(cr["eps"], f"{w}.eps")
+        if eps < 0:
+            raise Rejected(f"{w}.eps: negative")
+        owner = [s for s in segs if s[0] <= lo < s[1]]
+        if not owner or hi > net.tau:
+            raise Rejected(f"{w}.window: outside the piece")
+        events.append((lo, hi, owner[0][2], eps))
+    events.sort(key=lambda e: e[0])
+    t = _Z
+    for e in events:
+        if e[0] != t:
+            raise Rejected(f"{where}: steps and windows do not tile [0, duration] at t = {t}")
+        t = e[1]
+    if t != net.tau:
+        raise Rejected(f"{where}: steps and windows end at {t}, not at the duration")
+    return events
+
+
+def _member(net, region, x, exact_state: bool) -> bool:
+    """sigma_i (a_i . x + b_i) >= 0 for every live neuron (exactly, or certified on a ball)."""
+    zero = _Z if exact_state else arb(0)
+    for i in net.live:
+        g = sum((net.a[i][k] * x[k] for k in range(net.d)), zero) + net.b[i]
+        if not ((g if region[i] == "+" else -g) >= 0):
+            return False
+    return True
+
+
+def _regions_piece(net, entry, where, x, is_exact, N, G, prec):
+    events = _events(entry, where, net)
+    certified = None  # the region whose membership is known at the current time
+    if is_exact:
+        region0 = events[0][2]
+        if _member(net, region0, x, True):
+            certified = region0
+        x = [arb(v) for v in x]
+    for t0, t1, region, eps in events:
+        try:
+            if eps is not None:
+                x, certified = _window(net, region, x, t1 - t0, eps, N, prec), None
+                continue
+            if certified != region and not _member(net, region, x, False):
+                raise Rejected(f"the state at t = {t0} is not certified in region {region}")
+            x, certified = _step(net, region, x, t1 - t0, N, G), region
+        except Rejected as exc:
+            raise Rejected(f"{where}: [{t0}, {t1}]: {exc}") from None
+    return x
+
+
+def check_relu_regions(activation, pieces, points, boxes, hints) -> str:
+    """Check enclosures of a ReLU flow; return a summary or raise Rejected."""
+    if activation != "relu":
+        raise Rejected("instance.schedule.activation: rule relu-regions needs relu")
+    if boxes is None:
+        raise Rejected("claim: rule relu-regions certifies enclosures, not exact images")
+    prec = small_integer(hints["precision"], "hints.precision", 53, 4096)
+    N = small_integer(hints["order"], "hints.order", 4, 100)
+    G = small_integer(hints["grid"], "hints.grid", 1, 64)
+    n, d = len(points), len(points[0])
+    nets = [_Net(p, d) for p in pieces]
+    per_point = array(hints["points"], "hints.points", n)
+    entries = [array(e, f"hints.points[{q}]", len(pieces)) for q, e in enumerate(per_point)]
+    ops = 0
+    for q in range(n):
+        for j, e in enumerate(entries[q]):
+            string(
+                e.get("kind") if isinstance(e, dict) else None,
+                f"hints.points[{q}][{j}].kind",
+                ("laminar", "equilibrium", "regions"),
+            )
+            if e["kind"] == "regions":
+                segs = e.get("segments")
+                k = _count(e.get("crossings")) + sum(
+                    _count(s.get("steps")) if isinstance(s, dict) else 0
+                    for s in (segs if isinstance(segs, list) else [])
+                )
+                ops += (k + 1) * (N + 1) * ((d + 1) ** 2 + 3 * (G + 2) * nets[j].p * (d + 1))
+    if ops > MAX_RELU_OPS:
+        raise Rejected(f"resource limit: the replay needs more than {MAX_RELU_OPS} operations")
+    old = flint.ctx.prec
+    flint.ctx.prec = prec
+    try:
+        for q in range(n):
+            x, is_exact = list(points[q]), True
+            for j, (net, e) in enumerate(zip(nets, entries[q], strict=True)):
+                where = f"hints.points[{q}][{j}]"
+                if e["kind"] == "laminar":
+                    fields(e, where, ("kind",))
+                    if not net.is_laminar():
+                        raise Rejected(f"{where}: piece {j} is not laminar")
+                    zero, relu = (_Z, lambda z: max(z, _Z)) if is_exact else (arb(0), _relu)
+                    f = net.field(x, zero, relu)
+                    x = [x[k] + net.tau * f[k] for k in range(d)]
+                    if is_exact and max(c.height_bits() for c in x) > MAX_HEIGHT_BITS:
+                        raise Rejected(
+                            f"resource limit: {where} forms a number of more "
+                            f"than {MAX_HEIGHT_BITS} bits"
+                        )
+                elif e["kind"] == "equilibrium":
+                    fields(e, where, ("kind",))
+                    if not is_exact or any(net.field(x, _Z, lambda z: max(z, _Z))):
+                        raise Rejected(f"{where}: the state is not an exact equilibrium")
+                else:
+                    x = _regions_piece(net, e, where, x, is_exact, N, G, prec)
+                    is_exact = False
+            for k in range(d):
+                lo, hi = boxes[q][k]
+                ok = (
+                    lo <= x[k] <= hi
+                    if is_exact
+                    else (x[k].lower() >= arb(lo) and x[k].upper() <= arb(hi))
+                )
+                if not ok:
+                    raise Rejected(
+                        f"claim.enclosures[{q}][{k}]: does not contain the certified ball"
+                    )
+    finally:
+        flint.ctx.prec = old
+    return f"rule relu-regions: {n} points, {len(pieces)} pieces, enclosures, order {N}"
