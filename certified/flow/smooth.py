@@ -152,6 +152,11 @@ def smooth_flow(
     R = np.broadcast_to(r[:, None], c.shape)
     enc = Interval(c) + Interval(-R, R)
     lipschitz = iv.exp(Interval(log_lip)).hi  # upper bounds of exp(sum l h)
+    return _success(total, enc, order, 53, steps_used, lipschitz, chains)
+
+
+def _success(total, enc, order, prec, steps_used, lipschitz, chains) -> FlowEnclosure:
+    n, d = enc.shape
     return FlowEnclosure(
         times=(str(total),),
         enclosures=enc.reshape(1, n, d),
@@ -159,6 +164,7 @@ def smooth_flow(
         hints={
             "method": "taylor-lognorm",
             "order": order,
+            "precision": prec,
             "steps": steps_used,
             "lipschitz": lipschitz,
             # per piece: (centres (m+1, N, d), radii (m+1, N), a priori boxes (m, N, d, 2))
@@ -283,19 +289,7 @@ def _smooth_flow_arb(
     hi_q = np.array([[centres[i][k] + radii[i] for k in range(d)] for i in range(n)], dtype=object)
     enc = Interval.from_exact(lo_q.tolist(), hi_q.tolist())
     lipschitz = iv.exp(Interval.from_exact([str(v) for v in log_lip])).hi
-    return FlowEnclosure(
-        times=(str(total),),
-        enclosures=enc.reshape(1, n, d),
-        status=FlowStatus.SUCCESS,
-        hints={
-            "method": "taylor-lognorm",
-            "order": order,
-            "precision": prec,
-            "steps": steps_used,
-            "lipschitz": lipschitz,
-            "chains": chains,
-        },
-    )
+    return _success(total, enc, order, prec, steps_used, lipschitz, chains)
 
 
 def _layout(chain, m: int, n: int, d: int):
