@@ -66,6 +66,9 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("suite", choices=sorted(SUITES), help="which hot paths to measure")
     b.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     b.add_argument("--quick", action="store_true", help="smaller sizes (for smoke tests)")
+    from certified.moments.command import add_parser as add_separate_parser
+
+    add_separate_parser(sub)
     return p
 
 
@@ -222,6 +225,10 @@ def main(argv: list[str] | None = None) -> int:
             return _flow(args)
         if args.command == "bench":
             return _bench(args)
+        if args.command == "separate":
+            from certified.moments.command import run as run_separate
+
+            return run_separate(args)
     except CertifiedError as exc:
         print(f"certified {args.command}: {exc}", file=sys.stderr)
         return 2

@@ -111,6 +111,9 @@ def run_demo() -> list[DemoCheck]:
         ok &= lo <= exact <= hi
     checks.append(DemoCheck("matrix product 64x64 @ 64x300", ok, float(C.width_upper().max()), ""))
     checks.extend(_flow_checks(rng))
+    from certified.moments.command import demo_check as separation_demo_check
+
+    checks.append(separation_demo_check())
     return checks
 
 
