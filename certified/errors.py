@@ -18,6 +18,7 @@ __all__ = [
     "DomainError",
     "RangeOverflowError",
     "FPUStateError",
+    "MissingDependencyError",
 ]
 
 
@@ -60,3 +61,7 @@ class RangeOverflowError(CertifiedError, ArithmeticError):
 
 class FPUStateError(CertifiedError, RuntimeError):
     """The floating-point unit is not in round-to-nearest with gradual underflow."""
+
+
+class MissingDependencyError(CertifiedError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
