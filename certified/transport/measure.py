@@ -15,7 +15,7 @@ from typing import Any
 import flint
 import numpy as np
 
-from certified.arith.exact import fmpq_array_to_float, fmpq_to_float, fmpq_to_str, to_fmpq
+from certified.arith.exact import fmpq_array_to_float, fmpq_to_float, fmpq_to_str
 from certified.errors import InputError, NonFiniteError, RangeOverflowError, ShapeError
 
 __all__ = ["Measure"]
