@@ -36,6 +36,7 @@ from ._parse import (
     load_json,
     show,
 )
+from ._lipschitz_rule import check_lipschitz_v1
 from ._separation_rule import check_separation_v1
 from .flow import check_flow_v1
 
@@ -54,7 +55,11 @@ __all__ = [
     "check_file",
 ]
 
-KINDS = {"flow": {1: check_flow_v1}, "separation": {1: check_separation_v1}}
+KINDS = {
+    "flow": {1: check_flow_v1},
+    "separation": {1: check_separation_v1},
+    "lipschitz": {1: check_lipschitz_v1},
+}
 """Known certificate kinds and, for each, the checker of each known version."""
 
 

@@ -1,0 +1,157 @@
+"""Attention instance files (design.md, "Input files"): ``{"Q": k×d, "K": k×d, "V": d×d,
+"R": r}`` plus ``"X": n×d`` (a point cloud in the closed ball of radius R) or ``"mu"`` and
+``"nu"`` (two discrete measures ``{"points": n×d, "weights": n}``, weights optional).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import flint
+import numpy as np
+
+from certified.arith.exact import fmpq_to_str, to_fmpq
+from certified.attention.model import Attention
+from certified.errors import DomainError, InputError, ShapeError
+from certified.io import check_keys, exact_matrix, exact_vector, prefixed_errors, read_json
+
+__all__ = ["AttentionInstance", "read_attention_instance"]
+
+
+def _ball_check(points: np.ndarray, R: flint.fmpq, field: str) -> None:
+    for i, x in enumerate(points):
+        if sum((v * v for v in x), flint.fmpq(0)) > R * R:
+            raise DomainError(
+                f"{field}[{i}]: lies outside the ball of radius R = {fmpq_to_str(R)}; "
+                "scale the points or increase R"
+            )
+
+
+def _measure(obj: Any, field: str, d: int, R: flint.fmpq) -> tuple[np.ndarray, np.ndarray]:
+    check_keys(obj, field, ["points"], ["weights"])
+    pts = exact_matrix(
+        obj["points"], f"{field}.points", cols=d, row_what="points", col_what="coordinates"
+    )
+    n = pts.shape[0]
+    _ball_check(pts, R, f"{field}.points")
+    if "weights" not in obj:
+        w = np.empty(n, dtype=object)
+        w[:] = [flint.fmpq(1, n)] * n
+        return pts, w
+    w = exact_vector(obj["weights"], f"{field}.weights", length=n, what="weights (one per point)")
+    for j, wj in enumerate(w):
+        if wj < 0:
+            raise InputError(f"{field}.weights[{j}]: {fmpq_to_str(wj)} is negative; use >= 0")
+    total = sum(w, flint.fmpq(0))
+    if total != 1:
+        raise InputError(
+            f"{field}.weights: sum to {fmpq_to_str(total)}, not exactly 1; rescale them "
+            '(write inexact values as strings such as "1/3")'
+        )
+    return pts, w
+
+
+@dataclass(frozen=True, eq=False)
+class AttentionInstance:
+    """A single-head attention instance of theorems.md section 5 with exact data.
+
+    Attributes
+    ----------
+    Q, K : (k, d) object arrays of fmpq; V : (d, d); R : fmpq > 0
+    X : (n, d) object array or None
+    mu, nu : (points, weights) pairs or None
+
+    Guarantee: exact (validated: shapes, R > 0, points in the closed ball of radius R,
+    weights >= 0 summing to 1).
+    """
+
+    Q: np.ndarray
+    K: np.ndarray
+    V: np.ndarray
+    R: flint.fmpq
+    X: np.ndarray | None = None
+    mu: tuple[np.ndarray, np.ndarray] | None = None
+    nu: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def layer(self) -> Attention:
+        return Attention.single(self.Q, self.K, self.V)
+
+    @property
+    def d(self) -> int:
+        return int(self.Q.shape[1])
+
+    @property
+    def k(self) -> int:
+        return int(self.Q.shape[0])
+
+    def to_json(self) -> dict[str, Any]:
+        """The instance in the input-file format with exact strings (for certificates)."""
+        from certified.certificates import exact_number
+
+        mat = lambda a: [[exact_number(v) for v in row] for row in a]  # noqa: E731
+        out: dict[str, Any] = {"Q": mat(self.Q), "K": mat(self.K), "V": mat(self.V)}
+        out["R"] = exact_number(self.R)
+        if self.X is not None:
+            out["X"] = mat(self.X)
+        for name in ("mu", "nu"):
+            m = getattr(self, name)
+            if m is not None:
+                out[name] = {"points": mat(m[0]), "weights": [exact_number(w) for w in m[1]]}
+        return out
+
+
+def parse_attention_instance(obj: Any, *, require: str | None = None) -> AttentionInstance:
+    """Validate an attention instance given as a parsed JSON object (see the module docstring).
+
+    Parameters
+    ----------
+    require : {"X", "measures", None}
+        Which data the caller needs.
+
+    Raises
+    ------
+    SchemaError, ShapeError, NonFiniteError, NumberFormatError, InputError, DomainError
+
+    Guarantee: exact.
+    """
+    check_keys(obj, "", ["Q", "K", "V", "R"], ["X", "mu", "nu"])
+    Q = exact_matrix(obj["Q"], "Q", col_what="columns")
+    k, d = Q.shape
+    K = exact_matrix(obj["K"], "K", rows=k, cols=d, col_what="columns")
+    V = exact_matrix(obj["V"], "V", rows=d, cols=d, col_what="columns")
+    R = to_fmpq(obj["R"], "R")
+    if R <= 0:
+        raise DomainError(f"R: {fmpq_to_str(R)} is not > 0; give a positive radius")
+    X = None
+    if "X" in obj:
+        X = exact_matrix(obj["X"], "X", cols=d, row_what="points", col_what="coordinates")
+        _ball_check(X, R, "X")
+    if ("mu" in obj) != ("nu" in obj):
+        raise InputError("mu, nu: give both measures or neither")
+    mu = _measure(obj["mu"], "mu", d, R) if "mu" in obj else None
+    nu = _measure(obj["nu"], "nu", d, R) if "nu" in obj else None
+    if require == "X" and X is None:
+        raise InputError('X: this hypothesis needs a point cloud "X": n×d in the instance')
+    if require == "measures" and mu is None:
+        raise InputError('mu, nu: this hypothesis needs two measures "mu" and "nu"')
+    if mu is not None and require == "measures" and mu[0].shape[0] != nu[0].shape[0]:
+        raise ShapeError(
+            f"mu, nu: have {mu[0].shape[0]} and {nu[0].shape[0]} atoms; version 1 compares "
+            "measures with the same number of atoms"
+        )
+    return AttentionInstance(Q, K, V, R, X, mu, nu)
+
+
+def read_attention_instance(
+    path: str | os.PathLike[str], *, require: str | None = None
+) -> AttentionInstance:
+    """Read an attention instance JSON file (errors are prefixed with the file name).
+
+    Guarantee: exact (as :func:`parse_attention_instance`).
+    """
+    obj = read_json(path)
+    with prefixed_errors(os.fspath(path)):
+        return parse_attention_instance(obj, require=require)

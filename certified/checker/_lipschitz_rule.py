@@ -1,0 +1,132 @@
+"""Kind ``lipschitz`` v1: H1 / H2 verdicts for single-head attention (proofs/lipschitz.md).
+
+f(X)_i = Σ_j softmax_j(x_iᵀ A x_j) V x_j, A = KᵀQ/√k, Frobenius norms on (B_R)^n. REFUTED:
+a pair X ≠ X' in (B_R)^n with ‖f(X) − f(X')‖/‖X − X'‖ ≥ lhs_lower > rhs_upper ≥ RHS. VERIFIED
+(at the instance X): ‖Df(X)‖₂ ≤ lhs_upper ≤ rhs_lower ≤ RHS. f and Df are recomputed in arb;
+norm bounds of V and KᵀQ come from hints checked exactly (LDLᵀ) or in arb (test vectors).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flint
+
+from ._parse import Rejected, exact, fields, matrix, small_integer, string, vector
+
+MAX_ND = 256  # n * d: the Jacobian is (nd)², its Cholesky (nd)³/6 ball operations
+
+
+def _pd(G: list) -> bool:  # elimination, exact or in balls: symmetric G ≻ 0 iff pivots > 0
+    for k in range(len(G)):
+        if not G[k][k] > 0:
+            return False
+        for i in range(k + 1, len(G)):
+            f = G[i][k] / G[k][k]
+            for j in range(k + 1, len(G)):
+                G[i][j] -= f * G[k][j]
+    return True
+
+
+def _gram_gap(M: Any, s2: Any) -> list:  # s2 I − MᵀM, M an fmpq_mat (exact) or arb_mat
+    S = M.transpose() * M
+    return [[(s2 if i == j else 0) - S[i, j] for j in range(S.ncols())] for i in range(S.nrows())]
+
+
+def _softmax_map(A, V, X):
+    n = X.nrows()
+    S = X * A * X.transpose()
+    P = []
+    for i in range(n):
+        e = [(S[i, j] - S[i, 0].mid()).exp() for j in range(n)]
+        z = sum(e[1:], e[0])
+        P.append([x / z for x in e])
+    return P, flint.arb_mat(P) * (X * V.transpose())
+
+
+def _jacobian(A, V, X):
+    """J_il = P_il (V + V(x_l − m_i)(Aᵀx_i)ᵀ) + δ_il V Cov_i Aᵀ (proofs/lipschitz.md)."""
+    n, d = X.nrows(), X.ncols()
+    P, F = _softmax_map(A, V, X)
+    XV, U, M = X * V.transpose(), X * A, flint.arb_mat(P) * X
+    J = [[flint.arb(0)] * (n * d) for _ in range(n * d)]
+    for i in range(n):
+        Dc = flint.arb_mat([[X[j, b] - M[i, b] for b in range(d)] for j in range(n)])
+        Dw = flint.arb_mat([[P[i][j] * Dc[j, b] for b in range(d)] for j in range(n)])
+        C = V * (Dc.transpose() * Dw) * A.transpose()
+        for m in range(n):
+            for a in range(d):
+                for b in range(d):
+                    v = P[i][m] * (V[a, b] + (XV[m, a] - F[i, a]) * U[i, b])
+                    J[i * d + a][m * d + b] = v + C[a, b] if m == i else v
+    return flint.arb_mat(J)
+
+
+def check_lipschitz_v1(instance: Any, claim: Any, hints: Any) -> str:
+    """Check a lipschitz certificate; return a summary or raise Rejected."""
+    inst = fields(instance, "instance", ("Q", "K", "V", "R", "X"))
+    Q = matrix(inst["Q"], "instance.Q", None, None)
+    k, d = len(Q), len(Q[0])
+    K = matrix(inst["K"], "instance.K", k, d)
+    V = matrix(inst["V"], "instance.V", d, d)
+    R = exact(inst["R"], "instance.R")
+    X = matrix(inst["X"], "instance.X", None, d)
+    n = len(X)
+    inside = lambda Y: all(sum(c * c for c in y) <= R * R for y in Y)  # noqa: E731
+    if R <= 0 or n * d > MAX_ND or not inside(X):
+        raise Rejected(f"instance: need R > 0, n*d <= {MAX_ND} and X in (B_R)^n")
+    refuted = isinstance(claim, dict) and claim.get("verdict") == "REFUTED"
+    lk, rk = ("lhs_lower", "rhs_upper") if refuted else ("lhs_upper", "rhs_lower")
+    extra = ("counterexample",) if refuted else ()
+    c = fields(claim, "claim", ("hypothesis", "verdict", lk, rk, *extra))
+    hyp = string(c["hypothesis"], "claim.hypothesis", ("H1", "H2"))
+    verdict = string(c["verdict"], "claim.verdict", ("REFUTED", "VERIFIED"))
+    lhs, rhs = exact(c[lk], f"claim.{lk}"), exact(c[rk], f"claim.{rk}")
+    if refuted:
+        pair = fields(c["counterexample"], "claim.counterexample", ("X", "X_prime"))
+        X, Xp = (matrix(pair[x], f"claim.counterexample.{x}", n, d) for x in ("X", "X_prime"))
+        if X == Xp or not lhs > rhs or not (inside(X) and inside(Xp)):
+            raise Rejected("claim: need X != X_prime in (B_R)^n and lhs_lower > rhs_upper")
+    elif not 0 <= lhs <= rhs:
+        raise Rejected("claim: need 0 <= lhs_upper <= rhs_lower")
+    h = fields(hints, "hints", ("precision", "norms"))
+    prec = small_integer(h["precision"], "hints.precision", 53, 4096)
+    norms = fields(h["norms"], "hints.norms", ("V", "KtQ"))
+    KtQ = [[sum(K[r][a] * Q[r][b] for r in range(k)) for b in range(d)] for a in range(d)]
+    old = flint.ctx.prec
+    flint.ctx.prec = prec
+    try:
+        bounds = []
+        for name, M in (("V", V), ("KtQ", KtQ)):
+            nb = fields(norms[name], f"hints.norms.{name}", ("upper", "vector"))
+            s = exact(nb["upper"], f"hints.norms.{name}.upper")
+            zero = all(x == 0 for r in M for x in r)
+            if s < 0 or not (zero or _pd(_gram_gap(flint.fmpq_mat(M), s * s))):
+                raise Rejected(f"hints.norms.{name}.upper: not certified >= the spectral norm")
+            v = vector(nb["vector"], f"hints.norms.{name}.vector", d)
+            Mv2 = sum(sum(a * b for a, b in zip(r, v, strict=True)) ** 2 for r in M)
+            if (v2 := sum(x * x for x in v)) == 0:
+                raise Rejected(f"hints.norms.{name}.vector: the test vector is zero")
+            low = (flint.arb(Mv2) / flint.arb(v2)).sqrt()
+            bounds.append(flint.arb(s) if refuted else low)
+        nv, nm = bounds
+        if hyp == "H1":
+            RHS = nv * nm * flint.arb(R * R) * flint.arb(12 * n + 3).sqrt()
+        else:
+            a2 = nm * nm / k * flint.arb(R**4) * (4 * n + 1)
+            RHS = flint.arb(3).sqrt() * nv * (a2 + n).sqrt()
+        A = flint.arb_mat(KtQ) * (1 / flint.arb(k).sqrt())
+        Va = flint.arb_mat(V)
+        if refuted:
+            F, G = (_softmax_map(A, Va, flint.arb_mat(Y))[1] for Y in (X, Xp))
+            num = sum(((e := F[i, a] - G[i, a]) * e for i in range(n) for a in range(d)), 0)
+            den = sum((x - y) ** 2 for rx, ry in zip(X, Xp) for x, y in zip(rx, ry))  # noqa: B905
+            if not ((num / flint.arb(den)).sqrt() >= flint.arb(lhs) and RHS <= flint.arb(rhs)):
+                raise Rejected("claim: recomputed ratio or right-hand side misses the claim")
+        else:
+            J = _jacobian(A, Va, flint.arb_mat(X))
+            if not (RHS >= flint.arb(rhs) and _pd(_gram_gap(J, flint.arb(lhs * lhs)))):
+                raise Rejected("claim: ‖Df(X)‖₂ <= lhs_upper or RHS >= rhs_lower not certified")
+    finally:
+        flint.ctx.prec = old
+    return f"{hyp} {verdict}: n = {n}, d = {d}, lhs {'>=' if refuted else '<='} {lhs}"
