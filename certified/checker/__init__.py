@@ -38,6 +38,7 @@ from ._parse import (
 )
 from ._lipschitz_rule import check_lipschitz_v1
 from ._separation_rule import check_separation_v1
+from ._wasserstein_rule import check_wasserstein_v1
 from .flow import check_flow_v1
 
 __all__ = [
@@ -59,6 +60,7 @@ KINDS = {
     "flow": {1: check_flow_v1},
     "separation": {1: check_separation_v1},
     "lipschitz": {1: check_lipschitz_v1},
+    "wasserstein": {1: check_wasserstein_v1},
 }
 """Known certificate kinds and, for each, the checker of each known version."""
 
