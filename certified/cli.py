@@ -69,6 +69,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from certified.moments.command import add_parser as add_separate_parser
 
     add_separate_parser(sub)
+    from certified.transport.command import add_parser as add_wasserstein_parser
+
+    add_wasserstein_parser(sub)
     return p
 
 
@@ -229,6 +232,10 @@ def main(argv: list[str] | None = None) -> int:
             from certified.moments.command import run as run_separate
 
             return run_separate(args)
+        if args.command == "wasserstein":
+            from certified.transport.command import run as run_wasserstein
+
+            return run_wasserstein(args)
     except CertifiedError as exc:
         print(f"certified {args.command}: {exc}", file=sys.stderr)
         return 2

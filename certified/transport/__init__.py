@@ -7,7 +7,16 @@ Theory: ``../shared/theorems.md`` section 6; lemmas: ``proofs/bounds.md`` (secti
 
 from __future__ import annotations
 
+from certified.transport.certificate import wasserstein_certificate
+from certified.transport.gaussian import GaussianW2Enclosure, gaussian_w2
 from certified.transport.measure import Measure
 from certified.transport.wasserstein import WassersteinEnclosure, wasserstein
 
-__all__ = ["Measure", "WassersteinEnclosure", "wasserstein"]
+__all__ = [
+    "GaussianW2Enclosure",
+    "Measure",
+    "WassersteinEnclosure",
+    "gaussian_w2",
+    "wasserstein",
+    "wasserstein_certificate",
+]

@@ -134,16 +134,58 @@ def weighted_exact_sum(weights: np.ndarray, values: np.ndarray) -> flint.fmpq:
     return total
 
 
+def _forest_coupling(rows, cols, a, b):
+    """The exact flows on the support when it is a forest (a basic solution, as the network
+    simplex returns): leaves are peeled off one by one, each edge carrying what its leaf still
+    needs. None when the support has a cycle or a flow comes out negative or unbalanced."""
+    n = len(a)
+    edges = list(zip(rows.tolist(), (cols + n).tolist(), strict=True))
+    if len(edges) > n + len(b) - 1:
+        return None
+    need = list(a) + list(b)
+    incident: list[set[int]] = [set() for _ in need]
+    for k, (i, j) in enumerate(edges):
+        incident[i].add(k)
+        incident[j].add(k)
+    flow: list[flint.fmpq | None] = [None] * len(edges)
+    stack = [v for v in range(len(need)) if len(incident[v]) == 1]
+    while stack:
+        v = stack.pop()
+        if len(incident[v]) != 1:
+            continue
+        k = incident[v].pop()
+        flow[k] = need[v]
+        need[v] = flint.fmpq(0)
+        w = edges[k][0] + edges[k][1] - v
+        incident[w].discard(k)
+        need[w] -= flow[k]
+        if len(incident[w]) == 1:
+            stack.append(w)
+    if any(f is None or f < 0 for f in flow) or any(x != 0 for x in need):
+        return None  # a cycle (edges left over), a negative flow, or an unbalanced component
+    masses = np.empty(len(edges), dtype=object)
+    masses[:] = flow
+    return masses
+
+
 def exact_coupling(rows, cols, vals, a, b):
     """A coupling with exactly the marginals ``a``, ``b`` close to the float coupling given.
 
-    Entries are read exactly and clipped at 0; rows, then columns, whose sums exceed their
+    If the support is a forest, the flows it determines (exact leaf elimination) are used when
+    they are non-negative. Otherwise entries are read exactly and clipped at 0; rows, then
+    columns, whose sums exceed their
     marginal are reduced entry by entry; the remaining deficits (equal in total, since both
     marginals sum to 1) are transported by the north-west corner rule. All in exact rational
     arithmetic; at most ``len(vals) + n + m`` entries.
 
     Guarantee: exact (non-negative, marginals exactly ``a`` and ``b``).
     """
+    order = np.lexsort((cols, rows))
+    rows, cols, vals = rows[order], cols[order], vals[order]
+    forest = _forest_coupling(rows, cols, a, b)
+    if forest is not None:
+        keep = np.array([w > 0 for w in forest], dtype=bool)
+        return rows[keep].astype(np.int64), cols[keep].astype(np.int64), forest[keep]
     P: dict[tuple[int, int], flint.fmpq] = {}
     for i, j, v in zip(rows.tolist(), cols.tolist(), vals.tolist(), strict=True):
         if v > 0:
@@ -206,6 +248,14 @@ def _pot_emd(a: np.ndarray, b: np.ndarray, M: np.ndarray):
     return np.asarray(G), np.asarray(log["u"]), np.asarray(log["v"]), message
 
 
+def _dyadic(x: flint.fmpq, up: bool, bits: int = 96) -> flint.fmpq:
+    """A dyadic with about ``bits`` significant bits, ``>= x`` (up) or ``<= x``. Exact."""
+    e = bits - (int(x.p).bit_length() - int(x.q).bit_length())
+    num, den = (int(x.p) << e, int(x.q)) if e >= 0 else (int(x.p), int(x.q) << -e)
+    k = -((-num) // den) if up else num // den
+    return flint.fmpq(k) / flint.fmpq(2) ** e if e >= 0 else flint.fmpq(k) * flint.fmpq(2) ** -e
+
+
 def _root_bounds(lower_q, upper_q, q) -> tuple[flint.fmpq, flint.fmpq]:
     """Exact rationals ``lower <= lower_q^{1/q}`` and ``upper >= upper_q^{1/q}``, each checked
     by an exact comparison of integer powers (proofs/wasserstein.md, claim)."""
@@ -214,10 +264,10 @@ def _root_bounds(lower_q, upper_q, q) -> tuple[flint.fmpq, flint.fmpq]:
     with precision(192):
         inv = flint.arb(flint.fmpq(r, p))
         if lower_q > 0:
-            lo = endpoints((flint.arb(lower_q).log() * inv).exp())[0]
+            lo = _dyadic(endpoints((flint.arb(lower_q).log() * inv).exp())[0], up=False)
             lower = lo if lo > 0 and lo**p <= lower_q**r else flint.fmpq(0)
         if upper_q > 0:
-            hi = endpoints((flint.arb(upper_q).log() * inv).exp())[1]
+            hi = _dyadic(endpoints((flint.arb(upper_q).log() * inv).exp())[1], up=True)
             upper = hi if hi**p >= upper_q**r else max(flint.fmpq(1), upper_q)
     return lower, upper
 
