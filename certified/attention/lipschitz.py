@@ -175,38 +175,46 @@ def _exact(a: np.ndarray) -> np.ndarray:
     return to_fmpq_array(np.asarray(a, dtype=float), "X")
 
 
-def candidate_pairs(inst: AttentionInstance, n: int, prec: int) -> list[tuple]:
-    """Heuristic pairs (X, X') in (B_R)^n likely to have a large ratio. Guarantee: none."""
-    from certified.attention.family import tightness_configuration
+def _room(X: np.ndarray, v: np.ndarray, R: float) -> float:
+    """Largest t >= 0 with |x_i + t v| <= R for all i (float, then shrunk; verified later)."""
+    xv, x2 = X @ v, np.einsum("ij,ij->i", X, X)
+    disc = np.maximum(xv * xv + R * R - x2, 0.0)
+    return max(float(np.min(-xv + np.sqrt(disc))) * 0.99, 0.0)
 
-    d, R = inst.d, float(inst.R)
+
+def candidate_pairs(inst: AttentionInstance, prec: int) -> list[np.ndarray]:
+    """Heuristic partners X' of the instance X in (B_R)^n likely to give a large ratio:
+    common translations along the top right singular vector of V (ratio ‖V‖₂ when QᵀK = 0)
+    and small steps along the top singular vector of Df(X) (ratio -> ‖Df(X)‖₂).
+
+    Guarantee: none (heuristic); every returned X' is exactly in (B_R)^n.
+    """
+    X = inst.X.astype(float)
+    n, d, R = X.shape[0], inst.d, float(inst.R)
     Vf = inst.V.astype(float)
     v = np.linalg.svd(Vf)[2][0] if np.any(Vf) else np.eye(d)[0]
-    starts = [np.zeros((n, d)), tightness_configuration(inst, n) * 0.999]
-    if inst.X is not None:
-        starts.append(inst.X.astype(float) * 0.999)
-    pairs = []
-    for X0 in starts:
-        # a common translation of the half-size cloud: ratio ‖V‖₂ when QᵀK = 0
-        pairs.append((_exact(X0 * 0.5), _exact(X0 * 0.5 + (R / 4) * v)))
-        X0 = _exact(X0)
-        # along the top singular vector of Df(X0): ratio -> ‖Df(X0)‖₂ as the step -> 0
-        J = to_numpy_mid(attention_jacobian(inst.layer, X0, prec=53 + 11))
-        u = np.linalg.svd(J)[2][0].reshape(n, d)
+    J = to_numpy_mid(attention_jacobian(inst.layer, inst.X, prec=64))
+    u = np.linalg.svd(J)[2][0].reshape(n, d)
+    out = []
+    for s in (1.0, -1.0):
+        t = _room(X, s * v, R)
+        for frac in (1.0, 1e-3):
+            if t > 0:
+                out.append(_exact(X + frac * t * s * v))
         for h in (1e-4, 1e-7):
-            pairs.append((X0, _exact(X0.astype(float) + h * R * u)))
-    return [(a, b) for a, b in pairs if _inside(a, inst.R) and _inside(b, inst.R)]
+            out.append(_exact(X + s * h * R * u / max(np.abs(u).max(), 1e-300)))
+    return [Xp for Xp in out if _inside(Xp, inst.R) and np.any(Xp != inst.X)]
 
 
 def check_attention_hypothesis(
-    inst: AttentionInstance, hypothesis: str, *, prec: int = DEFAULT_PREC, n: int | None = None
+    inst: AttentionInstance, hypothesis: str, *, prec: int = DEFAULT_PREC
 ) -> LipschitzVerdict:
     """Three-valued check of H1 or H2 on an instance (module docstring).
 
     Parameters
     ----------
     inst : AttentionInstance
-        With ``X`` (n tokens); without it give ``n`` (then only a refutation is possible).
+        With a point cloud ``X`` (n tokens) in (B_R)^n.
     hypothesis : {"H1", "H2"}
     prec : int
 
@@ -225,9 +233,9 @@ def check_attention_hypothesis(
     prec = check_precision(prec)
     if hypothesis not in HYPOTHESES:
         raise InputError(f"hypothesis: {hypothesis!r}; use one of {', '.join(HYPOTHESES)}")
-    if inst.X is None and n is None:
-        raise InputError('X: give a point cloud "X" in the instance (or n)')
-    n = inst.X.shape[0] if inst.X is not None else int(n)
+    if inst.X is None:
+        raise InputError('X: give a point cloud "X" (n×d) in the instance')
+    n = inst.X.shape[0]
     hv, hm = _norm_hint(inst.V, prec), _norm_hint(inst.K.T @ inst.Q, prec)
     rhs_lo, rhs_hi = rhs_bounds(
         hypothesis,
@@ -239,10 +247,10 @@ def check_attention_hypothesis(
         prec,
     )
     best, best_pair = flint.fmpq(-1), None
-    for X, Xp in candidate_pairs(inst, n, prec):
-        r = pair_ratio_lower(inst, X, Xp, prec)
+    for Xp in candidate_pairs(inst, prec):
+        r = pair_ratio_lower(inst, inst.X, Xp, prec)
         if r > best:
-            best, best_pair = r, (X, Xp)
+            best, best_pair = r, (inst.X, Xp)
     hints = {"precision": prec, "norms": {"V": hv, "KtQ": hm}}
     if best_pair is not None and best > rhs_hi:
         lhs, rhs = round_down(best), round_up(rhs_hi)
@@ -252,7 +260,7 @@ def check_attention_hypothesis(
             "verdict": "REFUTED",
             "lhs_lower": lhs,
             "rhs_upper": rhs,
-            "counterexample": pair,
+            "X_prime": best_pair[1],
         }
         return LipschitzVerdict(
             hypothesis,
@@ -268,18 +276,6 @@ def check_attention_hypothesis(
             extra={"pair_ratio_lower": best},
         )
     lower_found = best if best >= 0 else None
-    if inst.X is None:
-        return LipschitzVerdict(
-            hypothesis,
-            "UNDECIDED",
-            lower_found,
-            None,
-            rhs_lo,
-            rhs_hi,
-            "",
-            message="no counterexample found; give a point cloud X to check the bound at X",
-            extra={"pair_ratio_lower": best},
-        )
     J = attention_jacobian(inst.layer, inst.X, prec=prec)
     up = spectral_norm_upper(J, prec)
     if up <= rhs_lo:
@@ -326,29 +322,24 @@ def _statement(hypothesis: str, verdict: str, n: int) -> str:
     return f"at the instance X: ‖Df(X)‖₂ <= lhs_upper <= rhs_lower <= RHS of {hypothesis}"
 
 
-def _certificate(inst: AttentionInstance, claim: dict, hints: dict) -> dict[str, Any] | None:
+def _certificate(inst: AttentionInstance, claim: dict, hints: dict) -> dict[str, Any]:
     from certified.certificates import exact_number
-
-    if inst.X is None:
-        return None
 
     mat = lambda a: [[exact_number(v) for v in row] for row in a]  # noqa: E731
     body = inst.to_json()
     instance = {key: body[key] for key in ("Q", "K", "V", "R", "X")}
-    c = {key: value for key, value in claim.items() if key != "counterexample"}
+    c = dict(claim)
     for key in ("lhs_lower", "rhs_upper", "lhs_upper", "rhs_lower"):
         if key in c:
             c[key] = exact_number(c[key])
-    if "counterexample" in claim:
-        c["counterexample"] = {k: mat(v) for k, v in claim["counterexample"].items()}
-    h = {
-        "precision": hints["precision"],
-        "norms": {
-            name: {
-                "upper": exact_number(b["upper"]),
-                "vector": [exact_number(x) for x in b["vector"]],
-            }
-            for name, b in hints["norms"].items()
-        },
-    }
+    if "X_prime" in c:
+        c["X_prime"] = mat(c["X_prime"])
+    key = "upper" if claim["verdict"] == "REFUTED" else "vector"
+    norms = {}
+    for name, b in hints["norms"].items():
+        value = b[key]
+        norms[name] = {
+            key: exact_number(value) if key == "upper" else [exact_number(x) for x in value]
+        }
+    h = {"precision": hints["precision"], "norms": norms}
     return {"kind": "lipschitz", "version": 1, "instance": instance, "claim": c, "hints": h}

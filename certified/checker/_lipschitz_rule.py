@@ -1,10 +1,8 @@
 """Kind ``lipschitz`` v1: H1 / H2 verdicts for single-head attention (proofs/lipschitz.md).
 
-f(X)_i = Σ_j softmax_j(x_iᵀ A x_j) V x_j, A = KᵀQ/√k, Frobenius norms on (B_R)^n. REFUTED:
-a pair X ≠ X' in (B_R)^n with ‖f(X) − f(X')‖/‖X − X'‖ ≥ lhs_lower > rhs_upper ≥ RHS. VERIFIED
-(at the instance X): ‖Df(X)‖₂ ≤ lhs_upper ≤ rhs_lower ≤ RHS. f and Df are recomputed in arb;
-norm bounds of V and KᵀQ come from hints checked exactly (LDLᵀ) or in arb (test vectors).
-"""
+f(X)_i = Σ_j softmax_j(x_iᵀ A x_j) V x_j, A = KᵀQ/√k, on (B_R)^n. REFUTED: the instance X and
+X' have ‖f(X) − f(X')‖_F/‖X − X'‖_F ≥ lhs_lower > rhs_upper ≥ RHS. VERIFIED: ‖Df(X)‖₂ ≤
+lhs_upper ≤ rhs_lower ≤ RHS. f, Df recomputed in arb; norm hints checked exactly or in arb."""
 
 from __future__ import annotations
 
@@ -34,11 +32,9 @@ def _gram_gap(M: Any, s2: Any) -> list:  # s2 I − MᵀM, M an fmpq_mat (exact)
 
 
 def _softmax_map(A, V, X):
-    n = X.nrows()
-    S = X * A * X.transpose()
-    P = []
-    for i in range(n):
-        e = [(S[i, j] - S[i, 0].mid()).exp() for j in range(n)]
+    S, P = X * A * X.transpose(), []
+    for i in range(X.nrows()):
+        e = [(S[i, j] - S[i, 0].mid()).exp() for j in range(X.nrows())]
         z = sum(e[1:], e[0])
         P.append([x / z for x in e])
     return P, flint.arb_mat(P) * (X * V.transpose())
@@ -77,15 +73,14 @@ def check_lipschitz_v1(instance: Any, claim: Any, hints: Any) -> str:
         raise Rejected(f"instance: need R > 0, n*d <= {MAX_ND} and X in (B_R)^n")
     refuted = isinstance(claim, dict) and claim.get("verdict") == "REFUTED"
     lk, rk = ("lhs_lower", "rhs_upper") if refuted else ("lhs_upper", "rhs_lower")
-    extra = ("counterexample",) if refuted else ()
+    extra = ("X_prime",) if refuted else ()
     c = fields(claim, "claim", ("hypothesis", "verdict", lk, rk, *extra))
     hyp = string(c["hypothesis"], "claim.hypothesis", ("H1", "H2"))
     verdict = string(c["verdict"], "claim.verdict", ("REFUTED", "VERIFIED"))
     lhs, rhs = exact(c[lk], f"claim.{lk}"), exact(c[rk], f"claim.{rk}")
     if refuted:
-        pair = fields(c["counterexample"], "claim.counterexample", ("X", "X_prime"))
-        X, Xp = (matrix(pair[x], f"claim.counterexample.{x}", n, d) for x in ("X", "X_prime"))
-        if X == Xp or not lhs > rhs or not (inside(X) and inside(Xp)):
+        Xp = matrix(c["X_prime"], "claim.X_prime", n, d)
+        if X == Xp or not lhs > rhs or not inside(Xp):
             raise Rejected("claim: need X != X_prime in (B_R)^n and lhs_lower > rhs_upper")
     elif not 0 <= lhs <= rhs:
         raise Rejected("claim: need 0 <= lhs_upper <= rhs_lower")
@@ -98,17 +93,20 @@ def check_lipschitz_v1(instance: Any, claim: Any, hints: Any) -> str:
     try:
         bounds = []
         for name, M in (("V", V), ("KtQ", KtQ)):
-            nb = fields(norms[name], f"hints.norms.{name}", ("upper", "vector"))
-            s = exact(nb["upper"], f"hints.norms.{name}.upper")
-            zero = all(x == 0 for r in M for x in r)
-            if s < 0 or not (zero or _pd(_gram_gap(flint.fmpq_mat(M), s * s))):
-                raise Rejected(f"hints.norms.{name}.upper: not certified >= the spectral norm")
-            v = vector(nb["vector"], f"hints.norms.{name}.vector", d)
+            key = "upper" if refuted else "vector"  # REFUTED needs upper bounds, VERIFIED lower
+            nb = fields(norms[name], f"hints.norms.{name}", (key,))
+            where, zero = f"hints.norms.{name}.{key}", all(x == 0 for r in M for x in r)
+            if refuted:
+                s = exact(nb[key], where)
+                if s < 0 or not (zero or _pd(_gram_gap(flint.fmpq_mat(M), s * s))):
+                    raise Rejected(f"{where}: not certified >= the spectral norm")
+                bounds.append(flint.arb(s))
+                continue
+            v = vector(nb[key], where, d)
             Mv2 = sum(sum(a * b for a, b in zip(r, v, strict=True)) ** 2 for r in M)
             if (v2 := sum(x * x for x in v)) == 0:
-                raise Rejected(f"hints.norms.{name}.vector: the test vector is zero")
-            low = (flint.arb(Mv2) / flint.arb(v2)).sqrt()
-            bounds.append(flint.arb(s) if refuted else low)
+                raise Rejected(f"{where}: the test vector is zero")
+            bounds.append((flint.arb(Mv2) / flint.arb(v2)).sqrt())
         nv, nm = bounds
         if hyp == "H1":
             RHS = nv * nm * flint.arb(R * R) * flint.arb(12 * n + 3).sqrt()
