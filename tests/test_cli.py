@@ -45,7 +45,10 @@ def test_demo_verifies_and_writes_summary(tmp_path, capsys):
     assert summary["kind"] == "demo-summary"
     assert all(c["passed"] for c in summary["checks"])
     names = sorted(p.name for p in out.iterdir())  # no temporary file left over
-    assert names == ["demo_summary.json", "laminar_flow.json", "tanh_flow.json"]
+    assert not [n for n in names if n.startswith(".") or not n.endswith(".json")]
+    assert {"demo_summary.json", "laminar_flow.json", "tanh_flow.json"} <= set(names)
+    certificates = [str(out / n) for n in names if n != "demo_summary.json"]
+    assert main(["check", *certificates]) == 0  # every certificate the demo writes
     assert main(["check", str(out / "tanh_flow.json"), str(out / "laminar_flow.json")]) == 0
 
 
