@@ -34,8 +34,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
-def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run ``certified separate``; return the exit code (raises CertifiedError on bad input)."""
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
     from certified.certificates import write_certificate
     from certified.checker import check_certificate
     from certified.errors import ShapeError
