@@ -37,6 +37,16 @@ _LAZY = {
     "flow_certificate_for": "certified.flow.api",
     "check_file": "certified.checker",
     "check_certificate": "certified.checker",
+    "SeparationResult": "certified.moments",
+    "SeparationStatus": "certified.moments",
+    "SeparationWitness": "certified.moments",
+    "separation_witness": "certified.moments",
+    "check_moment_identity": "certified.moments",
+    "check_cumulants": "certified.moments",
+    "check_gradient_identity": "certified.moments",
+    "log_partition_gradient": "certified.moments",
+    "tilted_moments": "certified.moments",
+    "discrete_measure": "certified.moments",
 }
 
 __all__ = [
@@ -63,6 +73,16 @@ __all__ = [
     "flow_certificate_for",
     "check_file",
     "check_certificate",
+    "SeparationResult",
+    "SeparationStatus",
+    "SeparationWitness",
+    "separation_witness",
+    "check_moment_identity",
+    "check_cumulants",
+    "check_gradient_identity",
+    "log_partition_gradient",
+    "tilted_moments",
+    "discrete_measure",
 ]
 
 if TYPE_CHECKING:  # static analysers see the eager imports
@@ -82,6 +102,18 @@ if TYPE_CHECKING:  # static analysers see the eager imports
     from certified.flow.api import enclose_flow, flow_certificate_for
     from certified.flow.result import FlowEnclosure, FlowStatus
     from certified.models import Activation, Piece, Schedule
+    from certified.moments import (
+        SeparationResult,
+        SeparationStatus,
+        SeparationWitness,
+        check_cumulants,
+        check_gradient_identity,
+        check_moment_identity,
+        discrete_measure,
+        log_partition_gradient,
+        separation_witness,
+        tilted_moments,
+    )
 
 
 def __getattr__(name: str) -> Any:

@@ -14,6 +14,12 @@ from certified.moments.measure import (
     merged_atoms,
     same_measure,
 )
+from certified.moments.separation import (
+    SeparationResult,
+    SeparationStatus,
+    SeparationWitness,
+    separation_witness,
+)
 from certified.moments.tilted import (
     IdentityCheck,
     check_cumulants,
@@ -25,6 +31,10 @@ from certified.moments.tilted import (
 )
 
 __all__ = [
+    "SeparationResult",
+    "SeparationStatus",
+    "SeparationWitness",
+    "separation_witness",
     "IdentityCheck",
     "check_cumulants",
     "check_gradient_identity",
