@@ -7,6 +7,7 @@ has to be right for the certificates it writes to be accepted.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -89,7 +90,7 @@ class _Piece:
 
 
 def _schedule(schedule: Mapping[str, Any]) -> tuple[int, str, list[_Piece]]:
-    extra = set(schedule) - {"dimension", "activation", "pieces"}
+    extra = set(schedule) - {"dimension", "activation", "pieces", "slope"}
     if extra:
         raise InputError(f"schedule: unknown field {sorted(extra)[0]!r}; remove it")
     d = _key(schedule, "dimension", "schedule")
@@ -98,6 +99,8 @@ def _schedule(schedule: Mapping[str, Any]) -> tuple[int, str, list[_Piece]]:
     activation = _key(schedule, "activation", "schedule")
     if activation not in _ACTIVATIONS:
         raise InputError(f"schedule.activation: {activation!r} is not one of {_ACTIVATIONS}")
+    if "slope" in schedule and activation != "leaky_relu":
+        raise InputError("schedule.slope: only allowed with activation leaky_relu; remove it")
     pieces = _key(schedule, "pieces", "schedule")
     if not isinstance(pieces, Sequence) or not pieces:
         raise InputError("schedule.pieces: expected a non-empty list of pieces")
@@ -154,14 +157,16 @@ def flow_certificate(
     enclosures: Any = None,
     method: str = "laminar-exact",
     extra_hints: Mapping[str, Any] | None = None,
+    boxes: Any = None,
 ) -> dict[str, Any]:
     """Build a flow certificate, version 1 (``proofs/format.md`` section 4).
 
     Parameters
     ----------
     schedule_json : dict
-        The schedule (input-file format of the CLI contract).
+        The schedule (input-file format of the CLI contract; ``"slope"`` for ``leaky_relu``).
     points : N x d array-like of exact numbers (floats are read as their exact binary value)
+        Ignored (give None) when ``boxes`` is given.
     images : N x d array-like, optional
         Claimed exact images. If neither ``images`` nor ``enclosures`` is given, the exact
         images are computed by :func:`laminar_flow_exact`.
@@ -172,7 +177,11 @@ def flow_certificate(
     extra_hints : dict, optional
         For ``"taylor-lognorm"``: ``order`` (int), ``precision`` (int, bits) and ``chains``
         (per piece: ``(centres (m+1, N, d), radii (m+1, N), boxes (m, N, d, 2))`` of doubles
-        or exact numbers), as produced by :func:`certified.flow.smooth.smooth_flow`.
+        or exact numbers), as produced by :func:`certified.flow.smooth.smooth_flow`. For
+        ``"relu-regions"``: the hints of :func:`certified.flow.relu.relu_flow`.
+    boxes : N x d x 2 array-like, optional
+        Initial boxes ``[lo, hi]`` instead of points (rules laminar-exact and relu-regions,
+        claim ``enclosures``): the claim is then about every point of each box.
 
     Returns
     -------
@@ -192,25 +201,38 @@ def flow_certificate(
         raise InputError("relu-regions: give enclosures and extra_hints (relu_flow's hints)")
     if images is not None and enclosures is not None:
         raise InputError("images, enclosures: give at most one claim")
+    if boxes is not None and enclosures is None:
+        raise InputError("boxes: give the claimed enclosures of their images")
     d, activation, pieces = _schedule(schedule_json)
-    x = _exact_matrix(points, "points", (None, d))
+    starts = None
+    if boxes is not None:
+        starts = to_fmpq_array(boxes, "boxes")
+        if starts.ndim != 3 or starts.shape[1:] != (d, 2) or starts.shape[0] == 0:
+            raise ShapeError(f"boxes: shape {starts.shape} is not (N, {d}, 2)")
+        if np.any(starts[..., 0] > starts[..., 1]):
+            raise InputError("boxes: some lower end exceeds its upper end; swap them")
+        x = starts[..., 0]
+    else:
+        x = _exact_matrix(points, "points", (None, d))
     n = x.shape[0]
     if images is None and enclosures is None:
         images = laminar_flow_exact(schedule_json, x)
     if images is not None:
         claim = {"images": _strings(_exact_matrix(images, "images", (n, d)), "images")}
     else:
-        boxes = to_fmpq_array(enclosures, "enclosures")
-        if boxes.shape != (n, d, 2):
-            raise ShapeError(f"enclosures: shape {boxes.shape} is not {(n, d, 2)}")
-        if np.any(boxes[..., 0] > boxes[..., 1]):
+        claimed = to_fmpq_array(enclosures, "enclosures")
+        if claimed.shape != (n, d, 2):
+            raise ShapeError(f"enclosures: shape {claimed.shape} is not {(n, d, 2)}")
+        if np.any(claimed[..., 0] > claimed[..., 1]):
             raise InputError("enclosures: some lower end exceeds its upper end; swap them")
-        claim = {"enclosures": _strings(boxes, "enclosures")}
+        claim = {"enclosures": _strings(claimed, "enclosures")}
     total = sum((piece.duration for piece in pieces), flint.fmpq(0))
+    slope = {"slope": exact_number(schedule_json["slope"])} if "slope" in schedule_json else {}
     instance = {
         "schedule": {
             "dimension": d,
             "activation": activation,
+            **slope,
             "pieces": [
                 {
                     "duration": exact_number(piece.duration),
@@ -221,7 +243,11 @@ def flow_certificate(
                 for piece in pieces
             ],
         },
-        "points": _strings(x, "points"),
+        **(
+            {"points": _strings(x, "points")}
+            if starts is None
+            else {"boxes": _strings(starts, "boxes")}
+        ),
         "time": exact_number(total),
     }
     return {
@@ -250,21 +276,36 @@ def _taylor_hints(extra: Mapping[str, Any] | None, method: str) -> dict[str, Any
     return {"order": int(extra["order"]), "precision": int(extra["precision"]), "chains": chains}
 
 
-RELU_ORDER = 40  # Taylor order of the checker's replay (steps have m h <= 1: tail ~ 1/40!)
+RELU_ORDER = 40  # least Taylor order of the checker's replay (steps have m h <= 1)
 _RELU_KINDS = {"laminar": ("kind",), "equilibrium": ("kind",)}
 
 
+def relu_order(prec: int) -> int:
+    """Taylor order of the relu-regions replay for a producer at ``prec`` bits: the least
+    N >= 40 with N! >= 2^(prec + 40) (at most 100), so that the tail (about |x| (m h)^N / N!
+    with m h <= 1) stays far below the producer's margins near hyperplanes."""
+    n = RELU_ORDER
+    while n < 100 and math.lgamma(n + 1) / math.log(2) < prec + 40:
+        n += 1
+    return n
+
+
 def _relu_hints(extra: Mapping[str, Any]) -> dict[str, Any]:
-    """Hints of rule relu-regions from :func:`certified.flow.relu.relu_flow`'s hints (points)."""
-    if "points" not in extra:
-        raise InputError("relu-regions: the hints hold no points (boxes are not covered)")
+    """Hints of rule relu-regions from :func:`certified.flow.relu.relu_flow`'s hints (points
+    or boxes; a box's one-region piece becomes one segment without crossings)."""
+    if "points" not in extra and "boxes" not in extra:
+        raise InputError("relu-regions: the hints hold neither points nor boxes")
     per = []
-    for n, entries in enumerate(extra["points"]):
+    for n, entries in enumerate(extra.get("points", extra.get("boxes"))):
         row = []
         for j, e in enumerate(entries):
             kind = e["kind"]
             if kind in _RELU_KINDS:
                 row.append({"kind": kind})
+            elif kind == "region":  # a box in one region for the whole piece
+                end = e["steps"][-1][1]
+                seg = {"region": e["region"], "start": "0", "end": end, "steps": e["steps"]}
+                row.append({"kind": "regions", "segments": [seg], "crossings": []})
             elif kind == "regions":
                 row.append(
                     {
@@ -284,7 +325,7 @@ def _relu_hints(extra: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "method": "relu-regions",
         "precision": min(2 * int(extra["prec"]), 4096),  # margin over the windows' widths
-        "order": RELU_ORDER,
+        "order": relu_order(int(extra["prec"])),
         "grid": int(extra["grid"]),
         "points": per,
     }

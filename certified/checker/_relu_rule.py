@@ -1,5 +1,5 @@
-"""Rule ``relu-regions`` of kind ``flow`` v1: enclosures of ReLU flows with non-laminar pieces,
-re-derived region by region in arb (proofs/checker_soundness.md#relu-regions).
+"""Rule ``relu-regions`` of kind ``flow`` v1: enclosures of (leaky) ReLU flows with non-laminar
+pieces, re-derived region by region in arb (proofs/checker_soundness.md#relu-regions).
 
 Hints: ``{"method": "relu-regions", "precision": P, "order": N, "grid": G, "points": [per
 point, per piece: {"kind": "laminar"} | {"kind": "equilibrium"} | {"kind": "regions",
@@ -10,21 +10,26 @@ regions, the step and window times, a window width); every enclosure is recomput
 
 from __future__ import annotations
 
+from math import isqrt
 from typing import Any
 
 import flint
 from flint import arb, fmpq
 
+from . import _parse
 from ._parse import MAX_HEIGHT_BITS, Rejected, array, exact, fields, small_integer, string
 
 MAX_RELU_OPS = 10**8  # ball operations a replay may take
 _Z = fmpq(0)
 
 
-def _relu(x: arb) -> arb:
-    """max(x, 0) over a ball, by its endpoints (monotone)."""
-    lo, hi = x.lower(), x.upper()
-    return arb(lo if lo > 0 else 0).union(arb(hi if hi > 0 else 0))
+def _sig(z: Any, al: fmpq) -> Any:
+    """sigma(z) = max(z, al z) of an exact z, or of a ball by its endpoints (monotone; NaN
+    stays NaN)."""
+    if isinstance(z, fmpq):
+        return z if z > 0 else al * z
+    lo, hi = z.lower(), z.upper()
+    return arb(lo if lo > 0 else al * lo).union(arb(hi if hi > 0 else al * hi))
 
 
 def _count(x: Any) -> int:
@@ -36,49 +41,54 @@ def _norm2_up(v: list[fmpq]) -> arb:
 
 
 class _Net:
-    """Exact data of one piece: columns w_i, rows a_i, b_i; live neurons (w_i, a_i != 0) and the
-    constant drift of the neurons with a_i = 0."""
+    """Exact data of one piece: columns w_i, rows a_i, b_i, slope al (0: ReLU); live neurons
+    (w_i, a_i != 0) and the constant drift of the neurons with a_i = 0."""
 
-    def __init__(self, piece: Any, d: int) -> None:
-        self.d, self.p, self.tau = d, len(piece.b), piece.duration
+    def __init__(self, piece: Any, d: int, al: fmpq) -> None:
+        self.d, self.p, self.tau, self.al = d, len(piece.b), piece.duration, al
+        self.height = piece.height
         self.w = [[piece.W[k][i] for k in range(d)] for i in range(self.p)]
         self.a, self.b = piece.A, piece.b
         self.live = [i for i in range(self.p) if any(self.w[i]) and any(self.a[i])]
         self.c0 = [_Z] * d
         for i in range(self.p):
-            if any(self.w[i]) and not any(self.a[i]) and self.b[i] > 0:
-                self.c0 = [self.c0[k] + self.w[i][k] * self.b[i] for k in range(d)]
+            if any(self.w[i]) and not any(self.a[i]):
+                self.c0 = [self.c0[k] + self.w[i][k] * _sig(self.b[i], al) for k in range(d)]
         self.lip = sum((_norm2_up(self.w[i]) * _norm2_up(self.a[i]) for i in self.live), arb(0))
+        self.laminar, self.memo = self._laminar(), {}
 
-    def is_laminar(self) -> bool:
+    def _laminar(self) -> bool:
         """All live a_i parallel to one a, a . w_i = 0 and a . c0 = 0 (bounds.md#relu-laminar)."""
         if not self.live:
             return True
         a, d = self.a[self.live[0]], self.d
-        for i in self.live:
-            ai = self.a[i]
-            if any(ai[k] * a[m] != ai[m] * a[k] for k in range(d) for m in range(d)):
-                return False
+        m = next(k for k in range(d) if a[k] != 0)
+        if any(self.a[i][k] * a[m] != self.a[i][m] * a[k] for i in self.live for k in range(d)):
+            return False
         return all(sum((a[k] * v[k] for k in range(d)), _Z) == 0 for v in [self.c0] + self.w)
 
-    def field(self, x: list, zero: Any, relu: Any) -> list:
-        out = list(self.c0) if zero == _Z else [arb(c) for c in self.c0]
+    def field(self, x: list, zero: Any) -> list:
+        out = list(self.c0)
         for i in self.live:
-            z = relu(sum((self.a[i][k] * x[k] for k in range(self.d)), zero) + self.b[i])
+            z = _sig(sum((self.a[i][k] * x[k] for k in range(self.d)), zero) + self.b[i], self.al)
             out = [out[k] + self.w[i][k] * z for k in range(self.d)]
         return out
 
     def affine(self, region: str) -> tuple[list[list[fmpq]], list[fmpq]]:
-        """M, c of the field on the closed region (exact)."""
+        """M, c of the field on the closed region (exact; slope 1 on +, al on -)."""
+        if region in self.memo:
+            return self.memo[region]
         d = self.d
         M = [[_Z] * d for _ in range(d)]
         c = list(self.c0)
         for i in self.live:
-            if region[i] == "+":
+            s = fmpq(1) if region[i] == "+" else self.al
+            if s:
                 for k in range(d):
-                    c[k] += self.w[i][k] * self.b[i]
+                    c[k] += s * self.w[i][k] * self.b[i]
                     for m in range(d):
-                        M[k][m] += self.w[i][k] * self.a[i][m]
+                        M[k][m] += s * self.w[i][k] * self.a[i][m]
+        self.memo[region] = M, c
         return M, c
 
 
@@ -102,7 +112,7 @@ class _Series:
             ]
             v.append(nxt + [arb(0)])
         self.v, self.N, self.d = v, N, d
-        self.vN = max(abs(x).upper() for x in v[N][:d])
+        self.vN = sum((abs(x) for x in v[N][:d]), arb(0)).upper()  # >= the max norm; NaN stays
 
     def tail(self, s: fmpq) -> arb:
         if s == 0:
@@ -183,7 +193,7 @@ def _window(net, region, Y, h: fmpq, eps_hint: fmpq, N: int, prec: int) -> list[
         gi = sum((net.a[i][k] * B[k] for k in range(net.d)), arb(0)) + net.b[i]
         if (gi if region[i] == "+" else -gi) >= 0:
             continue
-        phi += _norm2_up(net.w[i]) * arb(abs(gi).upper())
+        phi += (1 - net.al) * _norm2_up(net.w[i]) * arb(abs(gi).upper())
     eps = arb(((net.lip * arb(h)).exp() * arb(h) * phi).upper())
     if not eps < arb(eps_hat.lower()):
         raise Rejected(f"window of length {h}: the error bound {eps} is not below eps_hat")
@@ -281,20 +291,33 @@ def _regions_piece(net, entry, where, x, is_exact, N, G, prec):
     return x
 
 
-def check_relu_regions(activation, pieces, points, boxes, hints) -> str:
-    """Check enclosures of a ReLU flow; return a summary or raise Rejected."""
-    if activation != "relu":
-        raise Rejected("instance.schedule.activation: rule relu-regions needs relu")
+def _cost(net: _Net, x: list, budget: int, where: str) -> int:
+    """Charge an exact map of the point x through net as the rule laminar-exact does."""
+    w = 1 + max(net.height, *(c.height_bits() for c in x)) // 64
+    budget -= (net.p + 1) * net.d * w * isqrt(w)
+    if budget < 0 or max(c.height_bits() for c in x) > MAX_HEIGHT_BITS:
+        raise Rejected(
+            f"resource limit: {where}: the exact replay costs more than "
+            f"{_parse.MAX_REPLAY_COST} or forms numbers of more than {MAX_HEIGHT_BITS} bits"
+        )
+    return budget
+
+
+def check_relu_regions(activation, pieces, points, boxes, hints, al=_Z, initial_boxes=False):
+    """Check enclosures of a (leaky, slope al) ReLU flow from points (exact vectors) or initial
+    boxes (vectors of (lo, hi)); return a summary or raise Rejected."""
+    if activation not in ("relu", "leaky_relu"):
+        raise Rejected("instance.schedule.activation: rule relu-regions needs relu or leaky_relu")
     if boxes is None:
         raise Rejected("claim: rule relu-regions certifies enclosures, not exact images")
     prec = small_integer(hints["precision"], "hints.precision", 53, 4096)
     N = small_integer(hints["order"], "hints.order", 4, 100)
     G = small_integer(hints["grid"], "hints.grid", 1, 64)
     n, d = len(points), len(points[0])
-    nets = [_Net(p, d) for p in pieces]
+    nets = [_Net(p, d, al) for p in pieces]
     per_point = array(hints["points"], "hints.points", n)
     entries = [array(e, f"hints.points[{q}]", len(pieces)) for q, e in enumerate(per_point)]
-    ops = 0
+    ops, budget = 0, _parse.MAX_REPLAY_COST
     for q in range(n):
         for j, e in enumerate(entries[q]):
             string(
@@ -302,52 +325,52 @@ def check_relu_regions(activation, pieces, points, boxes, hints) -> str:
                 f"hints.points[{q}][{j}].kind",
                 ("laminar", "equilibrium", "regions"),
             )
+            w, p = 1 + nets[j].height // 64, nets[j].p
+            ops += (p + 1) * (d + 1)
             if e["kind"] == "regions":
                 segs = e.get("segments")
                 k = _count(e.get("crossings")) + sum(
                     _count(s.get("steps")) if isinstance(s, dict) else 0
                     for s in (segs if isinstance(segs, list) else [])
                 )
-                ops += (k + 1) * (N + 1) * ((d + 1) ** 2 + 3 * (G + 2) * nets[j].p * (d + 1))
+                ops += (k + 1) * (N + 1) * ((d + 1) ** 2 + 3 * (G + 2) * p * (d + 1))
+                ops += (k + 1) * p * d * d * w * isqrt(w)  # exact M, c of each region
     if ops > MAX_RELU_OPS:
         raise Rejected(f"resource limit: the replay needs more than {MAX_RELU_OPS} operations")
     old = flint.ctx.prec
     flint.ctx.prec = prec
     try:
         for q in range(n):
-            x, is_exact = list(points[q]), True
+            x, is_exact = list(points[q]), not initial_boxes
+            if initial_boxes:
+                x = [_hull(lo, hi) for lo, hi in x]
             for j, (net, e) in enumerate(zip(nets, entries[q], strict=True)):
                 where = f"hints.points[{q}][{j}]"
+                if is_exact:
+                    budget = _cost(net, x, budget, where)
                 if e["kind"] == "laminar":
                     fields(e, where, ("kind",))
-                    if not net.is_laminar():
+                    if not net.laminar:
                         raise Rejected(f"{where}: piece {j} is not laminar")
-                    zero, relu = (_Z, lambda z: max(z, _Z)) if is_exact else (arb(0), _relu)
-                    f = net.field(x, zero, relu)
+                    f = net.field(x, _Z if is_exact else arb(0))
                     x = [x[k] + net.tau * f[k] for k in range(d)]
-                    if is_exact and max(c.height_bits() for c in x) > MAX_HEIGHT_BITS:
-                        raise Rejected(
-                            f"resource limit: {where} forms a number of more "
-                            f"than {MAX_HEIGHT_BITS} bits"
-                        )
                 elif e["kind"] == "equilibrium":
                     fields(e, where, ("kind",))
-                    if not is_exact or any(net.field(x, _Z, lambda z: max(z, _Z))):
+                    if not is_exact or any(net.field(x, _Z)):
                         raise Rejected(f"{where}: the state is not an exact equilibrium")
                 else:
                     x = _regions_piece(net, e, where, x, is_exact, N, G, prec)
                     is_exact = False
-            for k in range(d):
-                lo, hi = boxes[q][k]
-                ok = (
-                    lo <= x[k] <= hi
-                    if is_exact
-                    else (x[k].lower() >= arb(lo) and x[k].upper() <= arb(hi))
-                )
-                if not ok:
+            if is_exact:
+                _cost(nets[-1], x, budget, f"hints.points[{q}]")
+            for k, (lo, hi) in enumerate(boxes[q]):
+                if not (is_exact and lo <= x[k] <= hi) and not (
+                    not is_exact and x[k].lower() >= arb(lo) and x[k].upper() <= arb(hi)
+                ):
                     raise Rejected(
                         f"claim.enclosures[{q}][{k}]: does not contain the certified ball"
                     )
     finally:
         flint.ctx.prec = old
-    return f"rule relu-regions: {n} points, {len(pieces)} pieces, enclosures, order {N}"
+    what = "boxes" if initial_boxes else "points"
+    return f"rule relu-regions: {n} {what}, {len(pieces)} pieces, enclosures, order {N}"

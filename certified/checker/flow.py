@@ -97,6 +97,35 @@ def _laminar_step(x: Vector, piece: Piece, a: Vector) -> Vector:
     return [x[k] + piece.duration * velocity[k] for k in range(d)]
 
 
+def _laminar_box(box: list[tuple], piece: Piece, a: Vector) -> list[tuple]:
+    """The box hull of the image of a box under one laminar piece, exactly: the map is
+    x + F(a . x), F piecewise affine with breakpoints -b_i, so the range of F over the exact
+    range S of a . x is attained at the ends of S or at breakpoints inside S, and the image
+    lies in box + F(S) (proofs/bounds.md#relu-box-laminar-exact)."""
+    d = len(box)
+    ends = [sum((a[k] * box[k][(a[k] > 0) == e] for k in range(d)), _ZERO) for e in (0, 1)]
+    cuts = {ends[0], ends[1], *(-b for b in piece.b if ends[0] < -b < ends[1])}
+    # a point y with a . y = s: y = s a / |a|^2; F(s) = image(y) - y
+    a2 = sum((c * c for c in a), _ZERO)
+    ys = [[s * c / a2 if a2 else _ZERO for c in a] for s in cuts]
+    F = [[u - v for u, v in zip(_laminar_step(y, piece, a), y, strict=True)] for y in ys]
+    return [(box[k][0] + min(f[k] for f in F), box[k][1] + max(f[k] for f in F)) for k in range(d)]
+
+
+def _boxes(value: Any, where: str, n: int | None, d: int) -> list[list[tuple]]:
+    """N x d x [lo, hi] exact numbers with lo <= hi."""
+    boxes = []
+    for i, point in enumerate(array(value, where, n)):
+        box = []
+        for k, pair in enumerate(array(point, f"{where}[{i}]", d)):
+            lo, hi = vector(pair, f"{where}[{i}][{k}]", 2)
+            if lo > hi:
+                raise Rejected(f"{where}[{i}][{k}]: lower end exceeds upper end")
+            box.append((lo, hi))
+        boxes.append(box)
+    return boxes
+
+
 def _claim(claim: Any, n: int, d: int) -> tuple[list[Vector] | None, list[list[tuple]] | None]:
     """The claimed images (N x d) or enclosures (N x d x [lo, hi]); exactly one is given."""
     if (
@@ -107,16 +136,7 @@ def _claim(claim: Any, n: int, d: int) -> tuple[list[Vector] | None, list[list[t
         raise Rejected("claim: expected an object with exactly one field, 'images' or 'enclosures'")
     if "images" in claim:
         return matrix(claim["images"], "claim.images", n, d), None
-    boxes = []
-    for i, point in enumerate(array(claim["enclosures"], "claim.enclosures", n)):
-        box = []
-        for k, pair in enumerate(array(point, f"claim.enclosures[{i}]", d)):
-            lo, hi = vector(pair, f"claim.enclosures[{i}][{k}]", 2)
-            if lo > hi:
-                raise Rejected(f"claim.enclosures[{i}][{k}]: lower end exceeds upper end")
-            box.append((lo, hi))
-        boxes.append(box)
-    return None, boxes
+    return None, _boxes(claim["enclosures"], "claim.enclosures", n, d)
 
 
 def check_flow_v1(instance: Any, claim: Any, hints: Any) -> str:
@@ -131,15 +151,24 @@ def check_flow_v1(instance: Any, claim: Any, hints: Any) -> str:
     else:
         fields(hints, "hints", ("method", "order", "precision", "chains"))
 
-    fields(instance, "instance", ("schedule", "points", "time"))
-    schedule = fields(
-        instance["schedule"], "instance.schedule", ("dimension", "activation", "pieces")
+    start = "boxes" if isinstance(instance, dict) and "boxes" in instance else "points"
+    fields(instance, "instance", ("schedule", start, "time"))
+    schedule = instance["schedule"]
+    slope = isinstance(schedule, dict) and "slope" in schedule
+    fields(
+        schedule, "instance.schedule", ("dimension", "activation", "pieces", "slope")[: 3 + slope]
     )
     d = small_integer(schedule["dimension"], "instance.schedule.dimension", 1, MAX_BYTES)
     activation = string(schedule["activation"], "instance.schedule.activation", ACTIVATIONS)
+    al = exact(schedule.get("slope", "1/100"), "instance.schedule.slope")
+    if (slope and activation != "leaky_relu") or not 0 < al < 1:
+        raise Rejected("instance.schedule.slope: give it only for leaky_relu, in (0, 1)")
     raw_pieces = array(schedule["pieces"], "instance.schedule.pieces")
     pieces = [Piece(p, f"instance.schedule.pieces[{j}]", d) for j, p in enumerate(raw_pieces)]
-    points = matrix(instance["points"], "instance.points", None, d)
+    if start == "points":
+        points = matrix(instance["points"], "instance.points", None, d)
+    else:
+        points = _boxes(instance["boxes"], "instance.boxes", None, d)
     n = len(points)
     time = exact(instance["time"], "instance.time")
     total = sum((p.duration for p in pieces), _ZERO)
@@ -150,12 +179,15 @@ def check_flow_v1(instance: Any, claim: Any, hints: Any) -> str:
         )
 
     images, boxes = _claim(claim, n, d)
+    if start == "boxes" and (images is not None or method == "taylor-lognorm"):
+        raise Rejected("instance.boxes: give enclosures, with rule laminar-exact or relu-regions")
 
     if method == "taylor-lognorm":
         return check_taylor_lognorm(activation, pieces, points, boxes, hints)
 
     if method == "relu-regions":
-        return check_relu_regions(activation, pieces, points, boxes, hints)
+        al = al if activation == "leaky_relu" else _ZERO
+        return check_relu_regions(activation, pieces, points, boxes, hints, al, start == "boxes")
 
     # rule laminar-exact
     if activation != "relu":
@@ -167,30 +199,31 @@ def check_flow_v1(instance: Any, claim: Any, hints: Any) -> str:
     if n * sum((len(piece.b) + 1) * d for piece in pieces) > budget:
         raise Rejected(f"resource limit: the replay needs more than {budget} word operations")
     for i, x in enumerate(points):
-        height = max(c.height_bits() for c in x)
+        height = max(c.height_bits() for c in (x if start == "points" else sum(x, ())))
         for j, (piece, a) in enumerate(zip(pieces, normals, strict=True)):
             words = 1 + max(height, piece.height) // 64  # exact arithmetic costs ~ words^1.5
-            budget -= (len(piece.b) + 1) * d * words * isqrt(words)
+            cuts = 1 if start == "points" else 2 * len(piece.b) + 4  # _laminar_box: <= p + 2 maps
+            budget -= cuts * (len(piece.b) + 1) * d * words * isqrt(words)
             if budget < 0:
                 raise Rejected(
                     f"resource limit: the replay needs more than {MAX_REPLAY_COST} word operations"
                 )
-            x = _laminar_step(x, piece, a)
-            height = max(c.height_bits() for c in x)
+            x = _laminar_step(x, piece, a) if start == "points" else _laminar_box(x, piece, a)
+            height = max(c.height_bits() for c in (x if start == "points" else sum(x, ())))
             if height > MAX_HEIGHT_BITS:
                 raise Rejected(
                     f"resource limit: replaying point {i} through piece {j} forms a number "
                     f"of more than {MAX_HEIGHT_BITS} bits"
                 )
-        for k in range(d):
-            if images is not None and images[i][k] != x[k]:
+        for k, (lo, hi) in enumerate((c, c) for c in x) if start == "points" else enumerate(x):
+            if images is not None and images[i][k] != lo:
                 raise Rejected(
-                    f"claim.images[{i}][{k}]: differs from the exact image {show(str(x[k]))}"
+                    f"claim.images[{i}][{k}]: differs from the exact image {show(str(lo))}"
                 )
-            if boxes is not None and not boxes[i][k][0] <= x[k] <= boxes[i][k][1]:
+            if boxes is not None and not boxes[i][k][0] <= lo <= hi <= boxes[i][k][1]:
                 raise Rejected(
                     f"claim.enclosures[{i}][{k}]: does not contain the exact image "
-                    f"{show(str(x[k]))}"
+                    f"{show(str(lo) if lo == hi else f'[{lo}, {hi}]')}"
                 )
     what = "exact images" if images is not None else "enclosures"
     return f"rule {method}: {n} points, {len(pieces)} pieces, {what}"

@@ -74,16 +74,30 @@ def flow_certificate_for(
     order: int = 20,
     precision: int = 128,
 ) -> dict[str, Any] | None:
-    """A version-1 flow certificate of a successful result, or None when no checker rule
-    covers the schedule yet (leaky ReLU with non-laminar pieces, boxes).
+    """A version-1 flow certificate of a successful result (``points``: the points, or the
+    :class:`~certified.arith.Interval` of boxes given to :func:`enclose_flow`), or None when no
+    checker rule covers it (boxes of tanh / sigmoid flows, boxes of non-laminar ReLU flows).
+
+    Laminar ReLU schedules give exact images of points and enclosures of boxes (rule
+    laminar-exact); other (leaky) ReLU points use rule relu-regions. The checker replays boxes
+    in relu-regions as plain balls (wrapping), wider than this engine's enclosures, so no
+    certificate is made for them.
 
     Guarantee: none (the checker decides).
     """
+    from certified.arith import Interval
     from certified.certificates import flow_certificate
 
     if result.status is not FlowStatus.SUCCESS:
         return None
     enc = np.stack([result.final.lo, result.final.hi], axis=-1)
+    boxes = None
+    if isinstance(points, Interval):
+        boxes, points = np.stack([points.lo, points.hi], axis=-1), None
+    if boxes is not None:
+        if schedule.activation is not Activation.RELU or not schedule.is_laminar():
+            return None
+        return flow_certificate(schedule.to_json(), None, enclosures=enc, boxes=boxes)
     if schedule.activation in (Activation.TANH, Activation.SIGMOID):
         precision = max(precision, result.hints.get("precision", 53))
         hints = {"order": order, "precision": precision, "chains": result.hints["chains"]}
@@ -98,7 +112,9 @@ def flow_certificate_for(
         if result.exact is not None:
             return flow_certificate(schedule.to_json(), points, images=result.exact[-1])
         return flow_certificate(schedule.to_json(), points)
-    if schedule.activation is Activation.RELU and "points" in result.hints:
+    if schedule.activation is Activation.LEAKY_RELU and result.exact is not None:
+        enc = np.stack([result.exact[-1], result.exact[-1]], axis=-1)  # exact, as [x, x]
+    if "points" in result.hints:
         return flow_certificate(
             schedule.to_json(),
             points,

@@ -39,25 +39,26 @@ def test_non_laminar_relu_certificate_is_verified():
     assert certified.check_certificate(cert).verified
 
 
-def test_non_laminar_leaky_relu_has_no_certificate_yet_and_the_cli_says_so(tmp_path, capsys):
-    spec = {**RELU_GENERAL, "activation": "leaky_relu"}
+def test_non_laminar_leaky_relu_certificate_through_the_cli(tmp_path, capsys):
+    spec = {**RELU_GENERAL, "activation": "leaky_relu", "slope": "1/8"}
     schedule = Schedule.from_json(spec)
     pts = np.array([[0.25, -0.5]])
     res = certified.enclose_flow(schedule, pts)
-    assert certified.flow_certificate_for(schedule, pts, res) is None
+    cert = certified.flow_certificate_for(schedule, pts, res)
+    assert cert["hints"]["method"] == "relu-regions"
+    assert cert["instance"]["schedule"]["slope"] == "1/8"
+    assert certified.check_certificate(cert).verified
     s = tmp_path / "s.json"
     s.write_text(json.dumps(spec))
     p = tmp_path / "p.csv"
     p.write_text("0.25,-0.5\n")
     out = tmp_path / "cert.json"
     assert (
-        main(["flow", "--schedule", str(s), "--points", str(p), "--out", str(out), "--json"]) == 1
+        main(["flow", "--schedule", str(s), "--points", str(p), "--out", str(out), "--json"]) == 0
     )
     payload = json.loads(capsys.readouterr().out)
-    assert payload["verdict"] == "UNDECIDED" and payload["certificate"] is None
-    assert "no checker rule" in payload["message"]
-    assert len(payload["enclosures"]) == 1
-    assert not out.exists()
+    assert payload["verdict"] == "VERIFIED" and payload["certificate"] == str(out)
+    assert certified.check_file(out).verified
 
 
 def test_laminar_relu_certificate_through_the_cli(tmp_path):
