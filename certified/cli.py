@@ -72,6 +72,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from certified.transport.command import add_parser as add_wasserstein_parser
 
     add_wasserstein_parser(sub)
+    from certified.attention.command import add_parser as add_lipschitz_parser
+
+    add_lipschitz_parser(sub)
     return p
 
 
@@ -236,6 +239,10 @@ def main(argv: list[str] | None = None) -> int:
             from certified.transport.command import run as run_wasserstein
 
             return run_wasserstein(args)
+        if args.command == "lipschitz":
+            from certified.attention.command import run as run_lipschitz
+
+            return run_lipschitz(args)
     except CertifiedError as exc:
         print(f"certified {args.command}: {exc}", file=sys.stderr)
         return 2

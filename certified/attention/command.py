@@ -1,0 +1,112 @@
+"""``certified lipschitz --instance F --hypothesis H1|H2|H3|flow --out CERT [--json]``.
+
+H1/H2: attention instance with ``"X"``; a ``lipschitz`` certificate for VERIFIED / REFUTED.
+H3: attention instance with ``"mu"`` and ``"nu"``; no certificate kind covers H3 in version 1
+(nothing is written; ``"certificate": null``). flow: ``{"schedule": ..., "X": n×d}``; the
+``flow`` certificate of the enclosures used. Every certificate is re-checked in memory by the
+independent checker before it is written.
+
+Exit codes: 0 a certified verdict (VERIFIED or REFUTED), 1 UNDECIDED or a certificate the
+checker did not accept (nothing written), 2 bad input or I/O error (nothing written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub) -> None:
+    """Register the subcommand on the ``certified`` parser's subparsers."""
+    p = sub.add_parser(
+        "lipschitz",
+        help="three-valued checks of Lipschitz bounds (attention H1/H2/H3, neural-ODE flows)",
+        description="VERIFIED needs an upper bound on the left side below a lower bound on the "
+        "right side; REFUTED comes with a certified counterexample. H1/H2: at the instance X "
+        "(see proofs/lipschitz.md); H3: for the pair mu, nu; flow: all pairs of the points.",
+    )
+    p.add_argument("--instance", type=Path, required=True, help="instance JSON file")
+    p.add_argument("--hypothesis", required=True, choices=("H1", "H2", "H3", "flow"))
+    p.add_argument("--out", type=Path, required=True, help="certificate file to write")
+    p.add_argument("--prec", type=int, default=128, help="working precision in bits (128)")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+
+def _verdict(args: argparse.Namespace):
+    from certified.io import prefixed_errors, read_json
+
+    obj = read_json(args.instance)
+    with prefixed_errors(str(args.instance)):
+        if args.hypothesis == "flow":
+            from certified.attention.flow_check import check_flow_gronwall, parse_flow_instance
+
+            schedule, X = parse_flow_instance(obj)
+            return check_flow_gronwall(schedule, X, prec=args.prec)
+        from certified.attention.instance import parse_attention_instance
+
+        need = "measures" if args.hypothesis == "H3" else "X"
+        inst = parse_attention_instance(obj, require=need)
+    if args.hypothesis == "H3":
+        from certified.attention.mean_field import check_h3
+
+        return check_h3(inst, prec=args.prec)
+    from certified.attention.lipschitz import check_attention_hypothesis
+
+    return check_attention_hypothesis(inst, args.hypothesis, prec=args.prec)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the subcommand; CertifiedError / OSError propagate to the CLI (exit 2)."""
+    from certified.arith.ball import check_precision
+    from certified.arith.exact import fmpq_to_str
+    from certified.certificates import write_certificate
+    from certified.checker import check_certificate
+
+    t0 = time.perf_counter()
+    check_precision(args.prec, "--prec")
+    v = _verdict(args)
+    verdict, message, path = v.verdict, v.message, None
+    if verdict != "UNDECIDED" and v.certificate is not None:
+        check = check_certificate(v.certificate)  # re-checked before anything is written
+        if check.verified:
+            path = write_certificate(args.out, v.certificate)
+        else:
+            verdict = "UNDECIDED"
+            message = f"the checker did not accept the certificate: {check.reason}"
+    seconds = time.perf_counter() - t0
+    s = lambda q: None if q is None else fmpq_to_str(q)  # noqa: E731
+    if args.json:
+        out = {
+            "command": "lipschitz",
+            "verdict": verdict,
+            "certificate": None if path is None else str(path),
+            "seconds": seconds,
+            "hypothesis": v.hypothesis,
+            "lhs_lower": s(v.lhs_lower),
+            "lhs_upper": s(v.lhs_upper),
+            "rhs_lower": s(v.rhs_lower),
+            "rhs_upper": s(v.rhs_upper),
+            "bound": s(v.rhs_upper),
+            "counterexample": verdict == "REFUTED",
+            "statement": v.statement if verdict != "UNDECIDED" else "",
+            "message": message,
+        }
+        json.dump(out, sys.stdout)
+        print()
+    else:
+        print(f"{v.hypothesis}: {verdict}: {message}")
+        if verdict != "UNDECIDED":
+            print(f"  asserts: {v.statement}")
+        if path is not None:
+            print(f"  certificate written to {path}")
+        elif verdict != "UNDECIDED":
+            print("  no certificate kind covers this hypothesis in version 1; nothing written")
+    if verdict == "UNDECIDED":
+        print(f"certified lipschitz: {message}", file=sys.stderr)
+        return 1
+    return 0
