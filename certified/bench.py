@@ -272,7 +272,18 @@ def _bench_relu(quick: bool) -> Benchmark:
     )
 
 
-SUITES: dict[str, Callable[[bool], list[Benchmark]]] = {"arith": bench_arith, "flow": bench_flow}
+def bench_wasserstein(quick: bool = False) -> list[Benchmark]:
+    """Certified W_q enclosures against POT (``certified/transport/_bench.py``)."""
+    from certified.transport._bench import bench_wasserstein as run
+
+    return run(quick)
+
+
+SUITES: dict[str, Callable[[bool], list[Benchmark]]] = {
+    "arith": bench_arith,
+    "flow": bench_flow,
+    "wasserstein": bench_wasserstein,
+}
 
 
 def run_suite(name: str, quick: bool = False) -> list[Benchmark]:

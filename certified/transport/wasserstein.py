@@ -121,9 +121,13 @@ def exact_float_sum(x: np.ndarray) -> flint.fmpq:
     return flint.fmpq(total) * scale if emin >= 0 else flint.fmpq(total, scale)
 
 
-def weighted_exact_sum(weights: np.ndarray, values: np.ndarray) -> flint.fmpq:
+def weighted_exact_sum(
+    weights: np.ndarray, values: np.ndarray, uniform: bool = False
+) -> flint.fmpq:
     """``Σ_k weights[k] * values[k]`` exactly (weights ``fmpq``, values float64, grouped by
-    equal weights). Guarantee: exact."""
+    equal weights; ``uniform``: all weights are equal). Guarantee: exact."""
+    if uniform:
+        return weights[0] * exact_float_sum(values)
     groups: dict[flint.fmpq, list[int]] = {}
     for k, w in enumerate(weights.tolist()):
         if w != 0:
@@ -366,9 +370,10 @@ def wasserstein(mu: Any, nu: Any, q: Any = 2, *, solver: str = "auto") -> Wasser
     if not np.all(np.isfinite(phi)):
         psi = np.zeros(nu.n)
         phi = np.nextafter(costs.row_min_minus(psi), -np.inf)
-    lower_q = weighted_exact_sum(mu.weights, phi) + weighted_exact_sum(nu.weights, psi)
+    lower_q = weighted_exact_sum(mu.weights, phi, mu.uniform)
+    lower_q += weighted_exact_sum(nu.weights, psi, nu.uniform)
     c_hi = costs.upper_pairs(rows, cols)
-    upper_q = weighted_exact_sum(masses, c_hi)
+    upper_q = weighted_exact_sum(masses, c_hi, kind == "permutation")
     lower, upper = _root_bounds(lower_q, upper_q, qq)
     return WassersteinEnclosure(
         mu, nu, qq, lower, upper, lower_q, upper_q, rows, cols, masses, phi, psi,
