@@ -47,6 +47,13 @@ _LAZY = {
     "log_partition_gradient": "certified.moments",
     "tilted_moments": "certified.moments",
     "discrete_measure": "certified.moments",
+    "MissingDependencyError": "certified.errors",
+    "Measure": "certified.transport",
+    "WassersteinEnclosure": "certified.transport",
+    "GaussianW2Enclosure": "certified.transport",
+    "wasserstein": "certified.transport",
+    "gaussian_w2": "certified.transport",
+    "wasserstein_certificate": "certified.transport",
 }
 
 __all__ = [
@@ -83,6 +90,13 @@ __all__ = [
     "log_partition_gradient",
     "tilted_moments",
     "discrete_measure",
+    "MissingDependencyError",
+    "Measure",
+    "WassersteinEnclosure",
+    "GaussianW2Enclosure",
+    "wasserstein",
+    "gaussian_w2",
+    "wasserstein_certificate",
 ]
 
 if TYPE_CHECKING:  # static analysers see the eager imports
@@ -113,6 +127,14 @@ if TYPE_CHECKING:  # static analysers see the eager imports
         log_partition_gradient,
         separation_witness,
         tilted_moments,
+    )
+    from certified.transport import (
+        GaussianW2Enclosure,
+        Measure,
+        WassersteinEnclosure,
+        gaussian_w2,
+        wasserstein,
+        wasserstein_certificate,
     )
 
 
