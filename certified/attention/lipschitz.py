@@ -295,7 +295,8 @@ def check_attention_hypothesis(
                 rhs,
                 rhs_hi,
                 _statement(hypothesis, "VERIFIED", n),
-                certificate=_certificate(inst, claim, hints),
+                # lhs_upper = 0 (V = 0) cannot be certified by a strict positive-definiteness test
+                certificate=_certificate(inst, claim, hints) if lhs > 0 else None,
                 message=f"‖Df(X)‖₂ <= {float(lhs):.6g} <= {float(rhs):.6g} <= right-hand side",
                 extra={"pair_ratio_lower": best},
             )

@@ -47,6 +47,15 @@ def _pushforward(inst: AttentionInstance, measure, prec: int):
     return mids, list(w), err
 
 
+def _as_dict(measure) -> dict:
+    """The measure as {atom: total weight} (exact; repeated atoms merged, zero weights dropped)."""
+    out: dict = {}
+    for x, w in zip(*measure, strict=True):
+        key = tuple((int(v.p), int(v.q)) for v in x)
+        out[key] = out.get(key, flint.fmpq(0)) + w
+    return {key: w for key, w in out.items() if w != 0}
+
+
 def pushforward_w2_bounds(
     inst: AttentionInstance, prec: int = 128
 ) -> tuple[flint.fmpq, flint.fmpq, Any, Any]:
@@ -84,7 +93,7 @@ def check_h3(inst: AttentionInstance, *, prec: int = 128) -> LipschitzVerdict:
         "H3", (hv["lower"], hv["upper"]), (hm["lower"], hm["upper"]), inst.R, n, inst.k, prec
     )
     extra = {"w2_pushforward": (lo, hi), "w2_base": (base.lower, base.upper)}
-    if base.upper == 0:
+    if _as_dict(inst.mu) == _as_dict(inst.nu):
         return LipschitzVerdict(
             "H3",
             "UNDECIDED",
