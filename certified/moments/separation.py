@@ -260,7 +260,7 @@ def separation_witness(mu: Any, nu: Any, *, max_prec: int = 4096, max_directions
         )
     lists = [(m[0].tolist(), m[1].tolist()) for m in (mu, nu)]
     atoms = len(set(merged_atoms(*mu)) | set(merged_atoms(*nu)))
-    budget = MAX_SEPARATION_COST // ((len(mu[1]) + len(nu[1])) * (d + 1))
+    budget = MAX_SEPARATION_COST // ((len(mu[1]) + len(nu[1])) * (d + 1)) - 512
     top = min(max_prec, budget)
     largest = max(max(abs(c) for c in m[0].flat) for m in (mu, nu))
     tried = 0

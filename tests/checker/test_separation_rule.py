@@ -219,7 +219,7 @@ def test_negative_weight_and_bad_sum_are_rejected():
 def test_resource_limit_is_charged_before_work(golden):
     bad = copy.deepcopy(golden)
     d = len(golden["claim"]["q"])
-    n = 1 + MAX_SEPARATION_COST // ((d + 1) * 16384)
+    n = 1 + MAX_SEPARATION_COST // ((d + 1) * (16384 + 512))
     bad["instance"]["mu"]["points"] = [["0"] * d] * n
     bad["instance"]["mu"]["weights"] = ["0"] * (n - 1) + ["1"]
     bad["hints"]["precision"] = 16384
