@@ -115,6 +115,9 @@ def run_demo() -> list[DemoCheck]:
 
     checks.append(separation_demo_check())
     checks.append(_wasserstein_check())
+    from certified.attention.command import demo_check as lipschitz_demo_check
+
+    checks.append(lipschitz_demo_check())
     return checks
 
 

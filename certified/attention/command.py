@@ -110,3 +110,34 @@ def run(args: argparse.Namespace) -> int:
         print(f"certified lipschitz: {message}", file=sys.stderr)
         return 1
     return 0
+
+
+H1_DEMO = {
+    "Q": [[0, 1], [0, -1]],
+    "K": [[1, 0], [1, 0]],
+    "V": [[1, 2], [0, 1]],
+    "R": 1,
+    "X": [[1, 0], [0, "1/2"], ["-1/2", "-1/2"]],
+}
+"""QᵀK = 0 with nonzero Q and K: H1's right side is 0, f is X ↦ (V x̄, …, V x̄)."""
+
+
+def demo_check():
+    """``certified demo`` step: the H1 refutation certified and re-checked by the checker.
+
+    Guarantee: passed implies the checker accepted the REFUTED certificate.
+    """
+    from certified.attention.instance import parse_attention_instance
+    from certified.attention.lipschitz import check_attention_hypothesis
+    from certified.checker import check_certificate
+    from certified.demo import CERTIFICATES, DemoCheck
+
+    v = check_attention_hypothesis(parse_attention_instance(H1_DEMO), "H1")
+    check = check_certificate(v.certificate) if v.certificate is not None else None
+    ok = v.verdict == "REFUTED" and check is not None and check.verified
+    if ok:
+        CERTIFICATES["lipschitz_h1_refutation.json"] = v.certificate
+    detail = f"ratio >= {float(v.lhs_lower):.6g} > H1 bound 0; " + (
+        check.reason if check is not None else v.message
+    )
+    return DemoCheck("attention H1 refuted (certificate re-checked)", ok, 0.0, detail)
