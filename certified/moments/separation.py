@@ -191,6 +191,7 @@ def _certificate(mu, nu, witness: SeparationWitness) -> dict[str, Any]:
 
 
 def _try(mu, nu, q, u, prec: int, lists) -> tuple[SeparationWitness, dict] | None:
+    # proof: proofs/bounds.md#tilted-series (separation); the checker's replay decides
     with precision(prec):
         gm, gn = _gradients(*lists[0], q), _gradients(*lists[1], q)
     best = None
