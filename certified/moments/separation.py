@@ -263,6 +263,13 @@ def separation_witness(mu: Any, nu: Any, *, max_prec: int = 4096, max_directions
     atoms = len(set(merged_atoms(*mu)) | set(merged_atoms(*nu)))
     budget = MAX_SEPARATION_COST // ((len(mu[1]) + len(nu[1])) * (d + 1)) - 512
     top = min(max_prec, budget)
+    if top < 53:
+        return SeparationResult(
+            SeparationStatus.UNDECIDED,
+            None,
+            f"mu != nu, but {len(mu[1]) + len(nu[1])} atoms in dimension {d} exceed the checker's "
+            "resource limit (proofs/separation.md, condition 5); use fewer atoms",
+        )
     largest = max(max(abs(c) for c in m[0].flat) for m in (mu, nu))
     tried = 0
     for u in _directions(d, atoms, max_directions):

@@ -158,3 +158,11 @@ def test_bad_limits():
         separation_witness(([[0]], None), ([[1]], None), max_prec=16385)
     with pytest.raises(PrecisionError):
         separation_witness(([[0]], None), ([[1]], None), max_prec=2)
+
+
+def test_too_many_atoms_for_the_checker_is_undecided_not_an_error(monkeypatch):
+    import certified.moments.separation as sep
+
+    monkeypatch.setattr(sep, "MAX_SEPARATION_COST", 1000)
+    result = separation_witness(uniform(PTE_2[0]), uniform(PTE_2[1]))
+    assert result.status is SeparationStatus.UNDECIDED and "resource limit" in result.reason
