@@ -23,7 +23,7 @@ from numba import njit
 
 from certified.arith import interval as iv
 from certified.arith.interval import Interval
-from certified.errors import RangeOverflowError
+from certified.errors import RangeOverflowError, ShapeError
 
 __all__ = ["CostBounds", "squared_distances"]
 
@@ -102,6 +102,8 @@ class CostBounds:
     def __init__(self, mu, nu, q: flint.fmpq) -> None:
         self.mu, self.nu, self.q = mu, nu, q
         self.d = mu.d
+        if self.d > 2**20:  # the rounding lemma's range (proofs/bounds.md#w-sqdist)
+            raise ShapeError(f"points: dimension {self.d} above 2^20 is not supported")
         self.kappa, self.K = kappas(self.d)
         self.exact_float = mu.exact_float and nu.exact_float
         self._S: np.ndarray | None = None
