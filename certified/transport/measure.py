@@ -28,11 +28,11 @@ def _float_points(points: np.ndarray) -> np.ndarray:
             f"points: expected an n x d array (one point per row), got shape {points.shape}; "
             "reshape 1-D data with .reshape(-1, 1)"
         )
-    x = np.asarray(points, dtype=np.float64)  # exact from float32 and float64
+    x = np.array(points, dtype=np.float64, order="C")  # a copy; exact from float32/64
     if not np.all(np.isfinite(x)):
         i, k = np.argwhere(~np.isfinite(x))[0]
         raise NonFiniteError(f"points[{i}][{k}]: {x[i, k]!r} is not finite; use finite numbers")
-    return np.ascontiguousarray(x)
+    return x
 
 
 class Measure:
