@@ -353,7 +353,11 @@ def wasserstein(mu: Any, nu: Any, q: Any = 2, *, solver: str = "auto") -> Wasser
         G, _, psi, message = _pot_emd(mu.weights_float, nu.weights_float, M)
         rows, cols = np.nonzero(G > 0)
         masses = None
-        is_perm = permutation_case and len(rows) == mu.n and len(set(cols.tolist())) == mu.n
+        is_perm = (
+            permutation_case
+            and len(rows) == mu.n
+            and len(set(rows.tolist())) == len(set(cols.tolist())) == mu.n
+        )
         if not is_perm:
             rows, cols, masses = exact_coupling(rows, cols, G[rows, cols], mu.weights, nu.weights)
     kind = "coupling" if masses is not None else "permutation"
