@@ -68,7 +68,7 @@ CORNER = (
 )
 
 
-@settings(max_examples=25)
+@settings(max_examples=60)
 @given(instances())
 @example(CORNER)
 def test_map_and_jacobian_contain_mpmath(inst):
