@@ -13,7 +13,11 @@ from certified.attention.instance import (
     parse_attention_instance,
     read_attention_instance,
 )
-from certified.attention.lipschitz import LipschitzVerdict, check_attention_hypothesis
+from certified.attention.lipschitz import (
+    LipschitzVerdict,
+    check_attention_hypothesis,
+    check_on_domain,
+)
 from certified.attention.maps import attention_jacobian, attention_map, attention_measure_map
 from certified.attention.mean_field import check_h3
 from certified.attention.model import Attention, Head
@@ -35,6 +39,7 @@ __all__ = [
     "check_attention_hypothesis",
     "check_flow_gronwall",
     "check_h3",
+    "check_on_domain",
     "parse_attention_instance",
     "read_attention_instance",
     "search_lipschitz_lower",

@@ -34,6 +34,12 @@ def add_parser(sub) -> None:
     p.add_argument("--hypothesis", required=True, choices=("H1", "H2", "H3", "flow"))
     p.add_argument("--out", type=Path, required=True, help="certificate file to write")
     p.add_argument("--prec", type=int, default=128, help="working precision in bits (128)")
+    p.add_argument(
+        "--domain",
+        action="store_true",
+        help="H1/H2: decide over all of (B_R)^n (n = rows of X) from an interval Jacobian; "
+        "succeeds only for small |A| R^2; no certificate",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
@@ -55,8 +61,10 @@ def _verdict(args: argparse.Namespace):
         from certified.attention.mean_field import check_h3
 
         return check_h3(inst, prec=args.prec)
-    from certified.attention.lipschitz import check_attention_hypothesis
+    from certified.attention.lipschitz import check_attention_hypothesis, check_on_domain
 
+    if args.domain:
+        return check_on_domain(inst, args.hypothesis, prec=args.prec)
     return check_attention_hypothesis(inst, args.hypothesis, prec=args.prec)
 
 

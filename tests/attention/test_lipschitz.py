@@ -25,6 +25,7 @@ from certified.attention.instance import parse_attention_instance
 from certified.attention.lipschitz import check_attention_hypothesis, round_down, round_up
 from certified.attention.mean_field import check_h3
 from certified.checker import check_certificate
+from certified.errors import InputError
 
 
 def _q(x):
@@ -217,8 +218,6 @@ def test_rounding_is_outward():
 
 
 def test_h1_needs_a_point_cloud():
-    from certified.errors import InputError
-
     inst = parse_attention_instance({"Q": [[1]], "K": [[1]], "V": [[1]], "R": 1})
     with pytest.raises(InputError):
         check_attention_hypothesis(inst, "H1")
@@ -244,3 +243,63 @@ def to_q(v):
     from certified.arith.exact import to_fmpq
 
     return to_fmpq(v)
+
+
+SMALL_R = {
+    "Q": [[1, 0], [0, "1/2"]],
+    "K": [["1/2", 1], [0, 1]],
+    "V": [[1, "1/3"], [0, 1]],
+    "R": "1/4",
+    "X": [["1/8", 0], [0, "1/8"], ["-1/8", "1/16"]],
+}
+
+
+def test_h1_fails_for_small_r_even_with_nonzero_qtk():
+    # f ≈ (V x̄, ..., V x̄) + O(‖A‖R²): Lip ≈ ‖V‖₂ while H1's right side is O(R²)
+    v = check_attention_hypothesis(parse_attention_instance(SMALL_R), "H1")
+    assert v.verdict == "REFUTED" and v.rhs_upper > 0
+    assert check_certificate(v.certificate).verified
+
+
+def test_domain_check_h2_small_r_and_reference():
+    from certified.attention.lipschitz import check_on_domain
+
+    inst = parse_attention_instance(SMALL_R)
+    v = check_on_domain(inst, "H2")
+    assert v.verdict == "VERIFIED" and v.certificate is None
+    # the sup bound dominates ‖Df‖₂ at sampled configurations of the domain
+    rng = np.random.default_rng(0)
+    A = inst.K.T.astype(float) @ inst.Q.astype(float) / np.sqrt(2)
+    for _ in range(20):
+        X = rng.uniform(-1, 1, (3, 2))
+        X *= 0.25 / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 0.25)
+        s = np.linalg.norm(float_jacobian(A, inst.V.astype(float), X), 2)
+        assert s <= float(v.lhs_upper)
+    wide = parse_attention_instance({**SMALL_R, "R": 3, "X": [[0, 0]]})
+    assert check_on_domain(wide, "H2", 4).verdict == "UNDECIDED"
+    with pytest.raises(InputError):
+        check_on_domain(wide, "H2", 0)
+
+
+def test_cli_domain_flag(tmp_path, capsys):
+    import json
+
+    from certified.cli import main
+
+    path = tmp_path / "i.json"
+    path.write_text(json.dumps(SMALL_R))
+    rc = main(
+        [
+            "lipschitz",
+            "--instance",
+            str(path),
+            "--hypothesis",
+            "H2",
+            "--domain",
+            "--out",
+            str(tmp_path / "c.json"),
+            "--json",
+        ]
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["verdict"] == "VERIFIED" and data["certificate"] is None
