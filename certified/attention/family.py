@@ -174,9 +174,9 @@ def compare_with_bounds(inst: AttentionInstance, point: FamilyPoint, prec: int =
 
     Guarantee: every number is a certified bound (as named).
     """
-    from certified.attention.lipschitz import _norm_hint, rhs_bounds
+    from certified.attention.lipschitz import norm_hint, rhs_bounds
 
-    hv, hm = _norm_hint(inst.V, prec), _norm_hint(inst.K.T @ inst.Q, prec)
+    hv, hm = norm_hint(inst.V, prec), norm_hint(inst.K.T @ inst.Q, prec)
     norms = ((hv["lower"], hv["upper"]), (hm["lower"], hm["upper"]))
     out: dict[str, Any] = {"n": point.n, "lower": point.lower, "ratio_lower": {}}
     for h in ("H1", "H2"):

@@ -36,6 +36,7 @@ __all__ = [
     "LipschitzVerdict",
     "check_attention_hypothesis",
     "check_on_domain",
+    "norm_hint",
     "pair_ratio_lower",
     "rhs_bounds",
     "round_down",
@@ -105,9 +106,13 @@ def round_up(q: Any, bits: int = CLAIM_BITS) -> flint.fmpq:
     return -round_down(-to_fmpq(q), bits)
 
 
-def _norm_hint(M: np.ndarray, prec: int) -> dict[str, Any]:
-    """Certified ``upper`` (exact LDLᵀ) and a float test ``vector`` for ``‖M‖₂``, with the
-    lower bound the vector gives (proofs/bounds.md#spectral-upper, #spectral-lower)."""
+def norm_hint(M: np.ndarray, prec: int) -> dict[str, Any]:
+    """Certified ``upper`` (exact LDLᵀ) and a float test ``vector`` for ``‖M‖₂`` of an exact
+    matrix, with the ``lower`` bound the vector gives (proofs/bounds.md#spectral-upper,
+    #spectral-lower).
+
+    Guarantee: ``lower <= ‖M‖₂ <= upper``.
+    """
     Mf = M.astype(float)
     v = np.linalg.svd(Mf)[2][0] if np.any(Mf) else np.eye(M.shape[1])[0]
     vq = to_fmpq_array(v, "v")
@@ -237,7 +242,7 @@ def check_attention_hypothesis(
     if inst.X is None:
         raise InputError('X: give a point cloud "X" (n×d) in the instance')
     n = inst.X.shape[0]
-    hv, hm = _norm_hint(inst.V, prec), _norm_hint(inst.K.T @ inst.Q, prec)
+    hv, hm = norm_hint(inst.V, prec), norm_hint(inst.K.T @ inst.Q, prec)
     rhs_lo, rhs_hi = rhs_bounds(
         hypothesis,
         (hv["lower"], hv["upper"]),
@@ -372,7 +377,7 @@ def check_on_domain(
         n = inst.X.shape[0]
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 64:
         raise InputError(f"n: {n!r}; give an integer 1 <= n <= 64")
-    hv, hm = _norm_hint(inst.V, prec), _norm_hint(inst.K.T @ inst.Q, prec)
+    hv, hm = norm_hint(inst.V, prec), norm_hint(inst.K.T @ inst.Q, prec)
     rhs_lo, rhs_hi = rhs_bounds(
         hypothesis,
         (hv["lower"], hv["upper"]),

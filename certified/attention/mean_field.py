@@ -21,7 +21,7 @@ import flint
 
 from certified.arith.ball import check_precision, endpoints, mid_rad, precision
 from certified.attention.instance import AttentionInstance
-from certified.attention.lipschitz import LipschitzVerdict, _norm_hint, rhs_bounds
+from certified.attention.lipschitz import LipschitzVerdict, norm_hint, rhs_bounds
 from certified.attention.maps import attention_measure_map
 from certified.errors import InputError
 
@@ -87,7 +87,7 @@ def check_h3(inst: AttentionInstance, *, prec: int = 128) -> LipschitzVerdict:
     """
     prec = check_precision(prec)
     lo, hi, base, _ = pushforward_w2_bounds(inst, prec)
-    hv, hm = _norm_hint(inst.V, prec), _norm_hint(inst.K.T @ inst.Q, prec)
+    hv, hm = norm_hint(inst.V, prec), norm_hint(inst.K.T @ inst.Q, prec)
     n = inst.mu[0].shape[0]
     rhs_lo, rhs_hi = rhs_bounds(
         "H3", (hv["lower"], hv["upper"]), (hm["lower"], hm["upper"]), inst.R, n, inst.k, prec
