@@ -38,7 +38,6 @@ from certified.flow.result import FlowEnclosure, FlowStatus
 __all__ = ["VecPiece", "flow_vectorised", "relu_flow_vectorised", "vec_piece"]
 
 _PRE_CROSSING = 2.0**-24  # stop this fraction of the predicted crossing time before it
-_WINDOW = 2.0**-22  # window length, relative to the predicted crossing time
 _W_MIN_REL = 2.0**-30  # smallest window, relative to the largest step (error ~ its square)
 _MAX_ITER = 20000  # per piece; then the remaining points take window steps to the end
 
@@ -278,11 +277,12 @@ def _region_step(vp: VecPiece, c: np.ndarray, r: np.ndarray, h_ticks: np.ndarray
     rnew = _upn(tube + _norm2_up(Sr))
     cnew = Sm
     theta = np.ones(n)
+    gap = np.zeros(n)
     need = np.nonzero(~ok & ~fail0)[0]
     if need.size:
-        theta[need] = _predict(zm[:, need], active[need], ~ok_pair[need])
+        theta[need], gap[need] = _predict(zm[:, need], active[need], ~ok_pair[need], margin[need])
         cross = need[theta[need] < 1.0]
-        pre = (theta[cross] * h_ticks[cross] * (1.0 - _PRE_CROSSING)).astype(np.int64)
+        pre = ((theta[cross] - gap[cross]) * h_ticks[cross]).astype(np.int64)
         keep = pre >= 1
         cross, pre = cross[keep], pre[keep]
         if cross.size:
@@ -306,12 +306,13 @@ def _region_step(vp: VecPiece, c: np.ndarray, r: np.ndarray, h_ticks: np.ndarray
                 rnew[sel] = _upn(tube[sel] + _norm2_up(tr))
                 ok[sel] = True
                 steps[sel] = pre[good]
-    return ok, steps, cnew, rnew, fail0, theta
+    return ok, steps, cnew, rnew, fail0, theta, gap
 
 
-def _predict(zm: np.ndarray, want_pos: np.ndarray, failing: np.ndarray) -> np.ndarray:
+def _predict(zm: np.ndarray, want_pos: np.ndarray, failing: np.ndarray, margin: np.ndarray):
     """First sign change in (0, 1] of the float polynomials ``sum_k zm[k] theta^k`` of the
-    failing neurons (untrusted: only used to choose steps); 1 where none is found."""
+    failing neurons (untrusted: only used to choose steps); 1 where none is found. Also a gap
+    (in theta) to keep before the crossing so that the neuron clears 8 margins there."""
     K, n, _ = zm.shape
     grid = np.linspace(0.0, 1.0, 65)
     powers = grid[None, :] ** np.arange(K)[:, None]  # (K, 65)
@@ -321,9 +322,10 @@ def _predict(zm: np.ndarray, want_pos: np.ndarray, failing: np.ndarray) -> np.nd
     viol[:, :, 0] = False
     any_v = viol.any(axis=2)
     theta = np.ones(n)
+    gap = np.zeros(n)
     tt, jj = np.nonzero(any_v)
     if tt.size == 0:
-        return theta
+        return theta, gap
     first = viol[tt, jj].argmax(axis=1)
     a, b = grid[first - 1], grid[first]
     coeffs = zm[:, tt, jj]  # (K, m)
@@ -337,7 +339,12 @@ def _predict(zm: np.ndarray, want_pos: np.ndarray, failing: np.ndarray) -> np.nd
         b = np.where(bad, mid, b)
         a = np.where(bad, a, mid)
     np.minimum.at(theta, tt, a)
-    return theta
+    slope = np.zeros_like(a)
+    for k in range(K - 1, 0, -1):  # q'(a), Horner
+        slope = slope * a + k * coeffs[k]
+    need = 8.0 * margin[tt, jj] / np.maximum(np.abs(slope), 1e-300)
+    np.maximum.at(gap, tt, np.minimum(need, 1.0))
+    return theta, np.maximum(gap, theta * _PRE_CROSSING)
 
 
 def _window_step(vp: VecPiece, c: np.ndarray, r: np.ndarray, w_lo: np.ndarray, w_hi: np.ndarray):
@@ -368,7 +375,7 @@ def _window_step(vp: VecPiece, c: np.ndarray, r: np.ndarray, w_lo: np.ndarray, w
     return cnew, _upn(rnew0 + _norm2_up(half))
 
 
-def _plan_failures(vp, reg, ok, fail0, theta, h_t, left, state):
+def _plan_failures(vp, reg, ok, fail0, theta, gap_th, h_t, left, state):
     """Next attempt for the points whose region step failed (untrusted bookkeeping: any plan is
     sound, since both kinds of steps are validated; a good plan keeps windows short)."""
     h_try, window, win_len, esc, w_min = state
@@ -380,15 +387,16 @@ def _plan_failures(vp, reg, ok, fail0, theta, h_t, left, state):
     escalated = np.minimum(w_min << np.minimum(2 * esc[g], 40), vp.h_ticks)
     crossing = ~f0 & (th < 1.0)
     gap = th * ht  # predicted time to the crossing, in ticks
-    pre = (gap * (1.0 - _PRE_CROSSING)).astype(np.int64)
+    pre = ((th - gap_th[bad]) * ht).astype(np.int64)
     imminent = crossing & (pre < w_min)
     plan_pre = crossing & ~imminent
     halve = ~f0 & ~crossing
     halved = ht // 2
     tiny = halve & (halved < w_min)
     go_window = f0 | imminent | tiny
-    win = np.where(imminent, np.maximum(w_min, 4 * gap.astype(np.int64) + 1), escalated)
-    win = np.where(plan_pre, np.maximum(w_min, (gap * _WINDOW).astype(np.int64) + 1), win)
+    clear = (2.0 * gap_th[bad] * ht).astype(np.int64) + 1  # past the crossing by one gap
+    win = np.where(imminent, np.maximum(w_min, 2 * gap.astype(np.int64) + clear), escalated)
+    win = np.where(plan_pre, np.maximum(w_min, clear), win)
     h_try[g] = np.where(plan_pre, np.maximum(pre, 1), np.where(halve, np.maximum(halved, 1), ht))
     win_len[g] = np.minimum(win, vp.h_ticks)
     window[g] = go_window
@@ -425,7 +433,7 @@ def flow_vectorised(pieces: list[VecPiece], c0: np.ndarray, r0: np.ndarray):
             reg = act[~window[act]]
             if reg.size:
                 h_t = np.minimum(h_try[reg], left[reg])
-                ok, steps, cn, rn, fail0, theta = _region_step(vp, c[reg], r[reg], h_t)
+                ok, steps, cn, rn, fail0, theta, gap = _region_step(vp, c[reg], r[reg], h_t)
                 good = reg[ok]
                 c[good], r[good] = cn[ok], rn[ok]
                 t[good] += steps[ok]
@@ -434,15 +442,15 @@ def flow_vectorised(pieces: list[VecPiece], c0: np.ndarray, r0: np.ndarray):
                 # a step truncated before a predicted crossing is followed by a window
                 trunc = ok & (steps < h_t)
                 window[reg[trunc]] = True
-                gap = theta[trunc] * h_t[trunc] - steps[trunc]  # ticks to the crossing
+                to_cross = theta[trunc] * h_t[trunc] - steps[trunc]  # ticks to the crossing
                 win_len[reg[trunc]] = np.minimum(
-                    np.maximum(w_min, (4.0 * gap).astype(np.int64) + 1), vp.h_ticks
+                    np.maximum(w_min, (2.0 * to_cross).astype(np.int64) + 1), vp.h_ticks
                 )
                 stats["region_steps"] += int(ok.sum())
                 stats["rejected_steps"] += int((~ok).sum())
                 if not ok.all():
                     state = (h_try, window, win_len, esc, w_min)
-                    _plan_failures(vp, reg, ok, fail0, theta, h_t, left, state)
+                    _plan_failures(vp, reg, ok, fail0, theta, gap, h_t, left, state)
             if win.size:
                 wl = np.minimum(win_len[win], vp.tau_ticks - t[win])
                 w = wl * vp.tick

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from certified.errors import InputError
 from certified.flow.result import FlowEnclosure, FlowStatus
 from certified.models import Activation, Schedule
 
@@ -22,12 +23,17 @@ def enclose_flow(
     prec: int | None = None,
     order: int = 20,
     max_step: Any = "1/32",
+    method: str = "auto",
 ) -> FlowEnclosure:
     """Certified enclosures of ``Phi_T(x)`` for every initial point (or box) x, T the total
     time of the schedule.
 
     ReLU / leaky ReLU schedules use the piecewise-affine engine (laminar pieces exactly, other
-    pieces region by region, ball arithmetic at ``prec`` bits, default 128); tanh / sigmoid
+    pieces region by region, ball arithmetic at ``prec`` bits, default 128; ``method="regions"``)
+    or the vectorised 53-bit engine (``method="vectorised"``: all points at once, BLAS
+    midpoint-radius Taylor steps, windows at crossings; no certificate rule replays it).
+    ``method="auto"`` takes the vectorised engine for non-laminar schedules with double
+    parameters, at least 1000 points and ``prec`` None or 53, else the region engine; tanh / sigmoid
     schedules use the validated Taylor method with log-norm propagation in float64 interval
     arithmetic (``order``, ``max_step``) at 53 bits, or in arb at ``prec`` bits if given.
 
@@ -54,6 +60,27 @@ def enclose_flow(
         )
     from certified.flow.relu import DEFAULT_PREC, relu_flow
 
+    if method not in ("auto", "regions", "vectorised"):
+        raise InputError(f"method: {method!r} is not one of 'auto', 'regions', 'vectorised'")
+    n_sets = len(X0) if hasattr(X0, "__len__") else 0
+    fast = method == "vectorised" or (
+        method == "auto" and n_sets >= 1000 and prec in (None, 53) and not schedule.is_laminar()
+    )
+    if fast:
+        if prec not in (None, 53):
+            raise InputError(f"prec: the vectorised engine works at 53 bits, not {prec}")
+        from certified.flow._relu_vec import relu_flow_vectorised
+
+        res = relu_flow_vectorised(
+            W, A, b, durations, X0, activation=schedule.activation.value, slope=schedule.slope
+        )
+        if res is not None:
+            return res
+        if method == "vectorised":
+            raise InputError(
+                "method: the vectorised engine needs parameters that are doubles; use "
+                "method='regions' for exact rational parameters"
+            )
     return relu_flow(
         W,
         A,
@@ -76,12 +103,10 @@ def flow_certificate_for(
 ) -> dict[str, Any] | None:
     """A version-1 flow certificate of a successful result (``points``: the points, or the
     :class:`~certified.arith.Interval` of boxes given to :func:`enclose_flow`), or None when no
-    checker rule covers it (boxes of tanh / sigmoid flows, boxes of non-laminar ReLU flows).
+    checker rule covers it (boxes of tanh / sigmoid flows).
 
     Laminar ReLU schedules give exact images of points and enclosures of boxes (rule
-    laminar-exact); other (leaky) ReLU points use rule relu-regions. The checker replays boxes
-    in relu-regions as plain balls (wrapping), wider than this engine's enclosures, so no
-    certificate is made for them.
+    laminar-exact); other (leaky) ReLU points and boxes use rule relu-regions.
 
     Guarantee: none (the checker decides).
     """
@@ -95,9 +120,18 @@ def flow_certificate_for(
     if isinstance(points, Interval):
         boxes, points = np.stack([points.lo, points.hi], axis=-1), None
     if boxes is not None:
-        if schedule.activation is not Activation.RELU or not schedule.is_laminar():
+        if schedule.activation is Activation.RELU and schedule.is_laminar():
+            return flow_certificate(schedule.to_json(), None, enclosures=enc, boxes=boxes)
+        if "boxes" not in result.hints:
             return None
-        return flow_certificate(schedule.to_json(), None, enclosures=enc, boxes=boxes)
+        return flow_certificate(
+            schedule.to_json(),
+            None,
+            enclosures=enc,
+            boxes=boxes,
+            method="relu-regions",
+            extra_hints=result.hints,
+        )
     if schedule.activation in (Activation.TANH, Activation.SIGMOID):
         precision = max(precision, result.hints.get("precision", 53))
         hints = {"order": order, "precision": precision, "chains": result.hints["chains"]}
