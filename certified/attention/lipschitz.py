@@ -87,7 +87,8 @@ class LipschitzVerdict:
 
 
 def _scaled(q: flint.fmpq, bits: int) -> tuple[flint.fmpq, int]:
-    e = bits - int(np.floor(np.log2(abs(float(q))))) if q != 0 else 0
+    # 2^(e0 - 1) <= |q| < 2^(e0 + 1) with e0 the difference of bit lengths: exact, any size
+    e = bits - (int(abs(q.p)).bit_length() - int(q.q).bit_length()) if q != 0 else 0
     return q * flint.fmpq(2) ** e if e >= 0 else q / flint.fmpq(2) ** (-e), e
 
 
