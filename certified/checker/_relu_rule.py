@@ -159,26 +159,42 @@ def _signed_rows(net: _Net, region: str, M, c):
     return out
 
 
-def _step(net, region, Y, h: fmpq, N: int, G: int) -> list[arb]:
-    """Certify x(s) in R_region on [0, h] from every point of Y (sign at s = 0 already known,
-    bounds.md#relu-region-membership); return the ball of x(h)."""
+def _flat(x: list, J: list, r: list) -> list[arb]:
+    """Exact ends (lo, hi) of the coordinates of c + J u, |u_k| <= r_k (c in the balls x,
+    columns J_k); not a ball: a ball's radius has 30 bits, which would lose ~1e-9 |J| r."""
+    e = [sum((abs(c[k]).upper() * rk for c, rk in zip(J, r)), arb(0)) for k in range(len(x))]  # noqa: B905
+    return [((v.lower() - w).lower(), (v.upper() + w).upper()) for v, w in zip(x, e, strict=True)]
+
+
+def _step(net, region, Y, h: fmpq, N: int, G: int, J=(), r=()) -> tuple[list, list]:
+    """Certify x(s) in R_region on [0, h] from every point of Y + J u, |u| <= r (sign at s = 0
+    already known, bounds.md#relu-region-membership, #relu-box-region); return x(h) in the
+    same form (the flow of R_region is affine: columns follow e^{sM})."""
     M, c = net.affine(region)
     ser = _Series(M, c, Y, N, h)
+    cols = [_Series(M, [_Z] * net.d, col, N, h) for col in J]
+
+    def scalar(row, S, s_hi, weight):  # the centre's, plus r_k |column k's| (no bias term)
+        out = ser.scalar(row, S, s_hi, weight)
+        for q, rk in zip(cols, r, strict=True):
+            out += arb(0, (abs(q.scalar(row[:-1] + [arb(0)], S, s_hi, weight)) * rk).upper())
+        return out
+
     for i, g, dg, w1, w2 in _signed_rows(net, region, M, c):
-        if ser.scalar(g, _hull(_Z, h), h, w1) >= 0:
+        if scalar(g, _hull(_Z, h), h, w1) >= 0:
             continue  # coarse pass: g >= 0 over the whole step
         for l_ in range(G):
             u, v = h * fmpq(l_, G), h * fmpq(l_ + 1, G)
-            gp = ser.scalar(dg, _hull(u, v), v, w2)
+            gp = scalar(dg, _hull(u, v), v, w2)
             if gp >= 0:
                 continue
-            if gp <= 0 and ser.scalar(g, arb(v), v, w1) >= 0:
+            if gp <= 0 and scalar(g, arb(v), v, w1) >= 0:
                 continue
-            gu = ser.scalar(g, arb(u), u, w1)
+            gu = scalar(g, arb(u), u, w1)
             if arb(gu.lower()) + arb(v - u) * min(arb(gp.lower()), arb(0)) >= 0:
                 continue
             raise Rejected(f"neuron {i}: region membership fails on [{u}, {v}] of the step")
-    return ser.coords(arb(h), h)
+    return ser.coords(arb(h), h), [q.coords(arb(h), h) for q in cols]
 
 
 def _window(net, region, Y, h: fmpq, eps_hint: fmpq, N: int, prec: int) -> list[arb]:
@@ -260,17 +276,19 @@ def _events(entry: Any, where: str, net: _Net) -> list[tuple]:
     return events
 
 
-def _member(net, region, x, exact_state: bool) -> bool:
-    """sigma_i (a_i . x + b_i) >= 0 for every live neuron (exactly, or certified on a ball)."""
+def _member(net, region, x, exact_state: bool, J=(), r=()) -> bool:
+    """sigma_i (a_i . x + b_i) >= 0 for every live neuron (exactly, or certified on x + J u)."""
     zero = _Z if exact_state else arb(0)
     for i in net.live:
         g = sum((net.a[i][k] * x[k] for k in range(net.d)), zero) + net.b[i]
+        for col, rk in zip(J, r, strict=True):
+            g += arb(0, (abs(sum((net.a[i][k] * col[k] for k in range(net.d)), zero)) * rk).upper())
         if not ((g if region[i] == "+" else -g) >= 0):
             return False
     return True
 
 
-def _regions_piece(net, entry, where, x, is_exact, N, G, prec):
+def _regions_piece(net, entry, where, x, is_exact, N, G, prec, J, r):
     events = _events(entry, where, net)
     certified = None  # the region whose membership is known at the current time
     if is_exact:
@@ -281,14 +299,16 @@ def _regions_piece(net, entry, where, x, is_exact, N, G, prec):
     for t0, t1, region, eps in events:
         try:
             if eps is not None:
+                if J:
+                    raise Rejected("a box must stay in one region: no windows")
                 x, certified = _window(net, region, x, t1 - t0, eps, N, prec), None
                 continue
-            if certified != region and not _member(net, region, x, False):
+            if certified != region and not _member(net, region, x, False, J, r):
                 raise Rejected(f"the state at t = {t0} is not certified in region {region}")
-            x, certified = _step(net, region, x, t1 - t0, N, G), region
+            (x, J), certified = _step(net, region, x, t1 - t0, N, G, J, r), region
         except Rejected as exc:
             raise Rejected(f"{where}: [{t0}, {t1}]: {exc}") from None
-    return x
+    return x, J
 
 
 def _cost(net: _Net, x: list, budget: int, where: str) -> int:
@@ -296,10 +316,7 @@ def _cost(net: _Net, x: list, budget: int, where: str) -> int:
     w = 1 + max(net.height, *(c.height_bits() for c in x)) // 64
     budget -= (net.p + 1) * net.d * w * isqrt(w)
     if budget < 0 or max(c.height_bits() for c in x) > MAX_HEIGHT_BITS:
-        raise Rejected(
-            f"resource limit: {where}: the exact replay costs more than "
-            f"{_parse.MAX_REPLAY_COST} or forms numbers of more than {MAX_HEIGHT_BITS} bits"
-        )
+        raise Rejected(f"resource limit: {where}: exact replay beyond the cost or height limits")
     return budget
 
 
@@ -333,7 +350,12 @@ def check_relu_regions(activation, pieces, points, boxes, hints, al=_Z, initial_
                     _count(s.get("steps")) if isinstance(s, dict) else 0
                     for s in (segs if isinstance(segs, list) else [])
                 )
-                ops += (k + 1) * (N + 1) * ((d + 1) ** 2 + 3 * (G + 2) * p * (d + 1))
+                ops += (
+                    (k + 1)
+                    * (N + 1)
+                    * ((d + 1) ** 2 + 3 * (G + 2) * p * (d + 1))
+                    * (1 + d * initial_boxes)
+                )
                 ops += (k + 1) * p * d * d * w * isqrt(w)  # exact M, c of each region
     if ops > MAX_RELU_OPS:
         raise Rejected(f"resource limit: the replay needs more than {MAX_RELU_OPS} operations")
@@ -341,9 +363,10 @@ def check_relu_regions(activation, pieces, points, boxes, hints, al=_Z, initial_
     flint.ctx.prec = prec
     try:
         for q in range(n):
-            x, is_exact = list(points[q]), not initial_boxes
-            if initial_boxes:
-                x = [_hull(lo, hi) for lo, hi in x]
+            x, is_exact, J, r = list(points[q]), not initial_boxes, [], []
+            if initial_boxes:  # the box is its centre + J u, J = I, |u_k| <= r_k (half widths)
+                x, r = [arb((lo + hi) / 2) for lo, hi in x], [(hi - lo) / 2 for lo, hi in x]
+                J = [[arb(int(k == m)) for k in range(d)] for m in range(d)]
             for j, (net, e) in enumerate(zip(nets, entries[q], strict=True)):
                 where = f"hints.points[{q}][{j}]"
                 if is_exact:
@@ -352,6 +375,8 @@ def check_relu_regions(activation, pieces, points, boxes, hints, al=_Z, initial_
                     fields(e, where, ("kind",))
                     if not net.laminar:
                         raise Rejected(f"{where}: piece {j} is not laminar")
+                    if not is_exact:
+                        x, J, r = [arb(lo).union(arb(hi)) for lo, hi in _flat(x, J, r)], [], []
                     f = net.field(x, _Z if is_exact else arb(0))
                     x = [x[k] + net.tau * f[k] for k in range(d)]
                 elif e["kind"] == "equilibrium":
@@ -359,14 +384,14 @@ def check_relu_regions(activation, pieces, points, boxes, hints, al=_Z, initial_
                     if not is_exact or any(net.field(x, _Z)):
                         raise Rejected(f"{where}: the state is not an exact equilibrium")
                 else:
-                    x = _regions_piece(net, e, where, x, is_exact, N, G, prec)
+                    x, J = _regions_piece(net, e, where, x, is_exact, N, G, prec, J, r)
                     is_exact = False
             if is_exact:
                 _cost(nets[-1], x, budget, f"hints.points[{q}]")
+            ends = [(v, v) for v in x] if is_exact else _flat(x, J, r)
             for k, (lo, hi) in enumerate(boxes[q]):
-                if not (is_exact and lo <= x[k] <= hi) and not (
-                    not is_exact and x[k].lower() >= arb(lo) and x[k].upper() <= arb(hi)
-                ):
+                lo, hi = (lo, hi) if is_exact else (arb(lo), arb(hi))
+                if not (lo <= ends[k][0] and ends[k][1] <= hi):
                     raise Rejected(
                         f"claim.enclosures[{q}][{k}]: does not contain the certified ball"
                     )

@@ -98,16 +98,13 @@ def _laminar_step(x: Vector, piece: Piece, a: Vector) -> Vector:
 
 
 def _laminar_box(box: list[tuple], piece: Piece, a: Vector) -> list[tuple]:
-    """The box hull of the image of a box under one laminar piece, exactly: the map is
-    x + F(a . x), F piecewise affine with breakpoints -b_i, so the range of F over the exact
-    range S of a . x is attained at the ends of S or at breakpoints inside S, and the image
-    lies in box + F(S) (proofs/bounds.md#relu-box-laminar-exact)."""
+    """An exact box containing the image of a box under a laminar piece, x + F(a . x): F is
+    affine between its breakpoints -b_i (proofs/bounds.md#relu-box-laminar-exact)."""
     d = len(box)
     ends = [sum((a[k] * box[k][(a[k] > 0) == e] for k in range(d)), _ZERO) for e in (0, 1)]
     cuts = {ends[0], ends[1], *(-b for b in piece.b if ends[0] < -b < ends[1])}
-    # a point y with a . y = s: y = s a / |a|^2; F(s) = image(y) - y
     a2 = sum((c * c for c in a), _ZERO)
-    ys = [[s * c / a2 if a2 else _ZERO for c in a] for s in cuts]
+    ys = [[s * c / a2 if a2 else _ZERO for c in a] for s in cuts]  # a . y = s, F(s) = Phi(y) - y
     F = [[u - v for u, v in zip(_laminar_step(y, piece, a), y, strict=True)] for y in ys]
     return [(box[k][0] + min(f[k] for f in F), box[k][1] + max(f[k] for f in F)) for k in range(d)]
 
@@ -154,10 +151,8 @@ def check_flow_v1(instance: Any, claim: Any, hints: Any) -> str:
     start = "boxes" if isinstance(instance, dict) and "boxes" in instance else "points"
     fields(instance, "instance", ("schedule", start, "time"))
     schedule = instance["schedule"]
-    slope = isinstance(schedule, dict) and "slope" in schedule
-    fields(
-        schedule, "instance.schedule", ("dimension", "activation", "pieces", "slope")[: 3 + slope]
-    )
+    slope, keys = isinstance(schedule, dict) and "slope" in schedule, ("dimension", "activation")
+    fields(schedule, "instance.schedule", (*keys, "pieces", "slope")[: 3 + slope])
     d = small_integer(schedule["dimension"], "instance.schedule.dimension", 1, MAX_BYTES)
     activation = string(schedule["activation"], "instance.schedule.activation", ACTIVATIONS)
     al = exact(schedule.get("slope", "1/100"), "instance.schedule.slope")

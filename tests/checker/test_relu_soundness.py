@@ -536,51 +536,48 @@ def _corners(box):
 
 
 def test_relu_regions_boxes_contain_the_images_of_sampled_points():
-    """The producer's box hints (one region per piece) with a generous claim: VERIFIED, and the
-    50-digit images of corners and random inner points lie in the claim; a claim cut just
-    below the largest sampled image is rejected."""
+    """The producer's box certificates (one region per piece, the checker's replay in the form
+    centre + J u): VERIFIED, and the 50-digit images of corners and random inner points lie in
+    the claim; a claim cut just inside the extreme sampled image is rejected."""
+    from certified.arith import Interval
+
     rng = np.random.default_rng(4)
     found = 0
     for seed in range(40):
-        spec = _random_spec(seed, 2)
+        activation = ("relu", "leaky_relu")[seed % 2]
+        spec = _random_spec(seed, 2, activation, "1/3" if seed % 2 else None)
         spec["pieces"] = [{**p, "duration": "1/8"} for p in spec["pieces"]]
         c = rng.uniform(-1, 1, 2)
-        from certified.arith import Interval
-
         B = Interval(c[None, :] - 1e-3, c[None, :] + 1e-3)
         schedule = Schedule.from_json(spec)
         res = enclose_flow(schedule, B)
         if res.hints["rejected"]:
             continue
-        box = [[_exact(lo), _exact(hi)] for lo, hi in zip(B.lo[0], B.hi[0], strict=True)]
+        cert = flow_certificate_for(schedule, B, res)
+        assert cert["hints"]["method"] == "relu-regions" and "boxes" in cert["instance"]
+        assert check_certificate(cert).verified
+        found += 1
+        box = [[_q(lo), _q(hi)] for lo, hi in cert["instance"]["boxes"][0]]
         samples = _corners(box) + [
             [lo + (hi - lo) * fmpq(int(rng.integers(0, 1000)), 1000) for lo, hi in box]
             for _ in range(4)
         ]
         images = [[_near(v) for v in _reference(spec, x)] for x in samples]
-        mid = [(lo + hi) / 2 for lo, hi in zip(res.final.lo[0], res.final.hi[0], strict=True)]
-        claim = [[_exact(m) - fmpq(1, 10), _exact(m) + fmpq(1, 10)] for m in mid]
-        cert = flow_certificate(
-            spec,
-            None,
-            enclosures=[claim],
-            boxes=[box],
-            method="relu-regions",
-            extra_hints=res.hints,
-        )
-        if not check_certificate(cert).verified:
-            continue
-        found += 1
+        claim = [[_q(lo), _q(hi)] for lo, hi in cert["claim"]["enclosures"][0]]
         for y in images:
             for k in range(2):
                 assert claim[k][0] <= y[k] <= claim[k][1]
-        top = max(y[0] for y in images)
-        cut = copy.deepcopy(cert)
-        cut["claim"]["enclosures"][0][0][1] = exact_number(top - DELTA)
-        assert not check_certificate(cut).verified
-        if found == 3:
+        for k in range(2):
+            for end, pick in ((1, max), (0, min)):
+                cut = copy.deepcopy(cert)
+                extreme = pick(y[k] for y in images)
+                cut["claim"]["enclosures"][0][k][end] = exact_number(
+                    extreme - DELTA if end else extreme + DELTA
+                )
+                assert not check_certificate(cut).verified
+        if found == 4:
             break
-    assert found == 3
+    assert found == 4
 
 
 def test_laminar_exact_boxes():
@@ -687,3 +684,27 @@ def test_exact_laminar_entries_are_charged_against_the_replay_budget():
     cert["claim"]["enclosures"] = cert["claim"]["enclosures"][:2]
     cert["hints"]["points"] = cert["hints"]["points"][:2]
     assert check_certificate(cert).verified
+
+
+# xdot1 = -1 - 4 (-x1)_+: speed 1 while x1 > 0, then accelerating away from 0.
+FALL = {
+    "dimension": 2,
+    "activation": "relu",
+    "pieces": [{"duration": "1/2", "W": [[-4, -1], [0, 0]], "A": [[-1, 0], [0, 0]], "b": [0, 1]}],
+}
+
+
+def test_box_whose_edge_crosses_while_its_centre_does_not():
+    """Box x1 in [1/4, 1]: its centre stays at x1 > 0 over the piece, but points with x1 < 1/2
+    cross; one step in region '-' claims x1 - 1/2 in [-1/4, 1/2], false (x1 = 1/4 ends at
+    (1 - e)/4 ~ -0.43). Membership must be certified for the whole box, not the centre."""
+    slack = fmpq(1, 100)
+    false = [
+        [exact_number(-fmpq(1, 4) - slack), exact_number(fmpq(1, 2) + slack)],
+        ["-1/100", "1/100"],
+    ]
+    box = [["1/4", "1"], ["0", "0"]]
+    assert not check_certificate(_box_certificate(FALL, box, false, "-.")).verified
+    inside = [["3/4", "1"], ["0", "0"]]  # stays at x1 > 0: x1 - 1/2 in [1/4, 1/2]
+    true = [[exact_number(fmpq(1, 4) - DELTA), exact_number(fmpq(1, 2) + DELTA)], ["0", "0"]]
+    assert check_certificate(_box_certificate(FALL, inside, true, "-.")).verified
