@@ -104,8 +104,6 @@ class VecPiece:
     g_p: float
     F_d: float
     F_p: float
-    K_d: float
-    K_p: float
 
 
 def vec_piece(piece: ReluPiece) -> VecPiece | None:
@@ -152,10 +150,10 @@ def vec_piece(piece: ReluPiece) -> VecPiece | None:
         K += 1
 
     def consts(n):
-        return (n + 1) * U, 1.0 + 4.0 * (n + 2) * U, 4.0 * n * ETA
+        return (n + 1) * U, 1.0 + 4.0 * (n + 2) * U
 
-    g_d, F_d, K_d = consts(d)
-    g_p, F_p, K_p = consts(p)
+    g_d, F_d = consts(d)
+    g_p, F_p = consts(p)
     return VecPiece(
         Wt=np.ascontiguousarray(W.T),
         At=np.ascontiguousarray(A.T),
@@ -179,20 +177,18 @@ def vec_piece(piece: ReluPiece) -> VecPiece | None:
         g_p=g_p,
         F_d=F_d,
         F_p=F_p,
-        K_d=K_d,
-        K_p=K_p,
     )
 
 
 _EMPTY = np.empty(0)
 
 
-def _matvec(Vp, xm, V, P, absP, F, Kc, b):
+def _matvec(xm, V, P, absP, F, b):
     """``(x @ P)`` in midpoint-radius form: BLAS on midpoints and on the radius bound ``V``."""
     Zm = xm @ P
     What = V @ absP
     Zr = np.empty_like(Zm)
-    kern.rad_finish(What, F, Kc, b, Zm, Zr)
+    kern.rad_finish(What, F, b, Zm, Zr)
     return Zm, Zr
 
 
@@ -228,30 +224,42 @@ def _region_step(vp: VecPiece, c: np.ndarray, r: np.ndarray, h_ticks: np.ndarray
     V = np.empty((n, d))
     kern.point_prep(c, vp.g_d, V)
     np.matmul(c, vp.At, out=zm[0])
-    kern.rad_finish(V @ vp.Aabs, vp.F_d, vp.K_d, vp.b, zm[0], zr[0])
+    kern.rad_finish(V @ vp.Aabs, vp.F_d, vp.b, zm[0], zr[0])
     active = (zm[0] >= 0) | vp.linear[None, :]
     Sm = c.copy()
     Sr = np.zeros((n, d))
     Um = np.empty((n, p))
     Vp = np.empty((n, p))
     a_m, a_r = vp.alpha
+    exact_zero = a_m == 0.0 and a_r == 0.0  # ReLU: inactive neurons contribute exactly 0
+    Wp = np.empty((n, d))
+    Wd = np.empty((n, p))
     for k in range(K - 1):
-        # c = h/(k+1) on active neurons, alpha h/(k+1) on inactive ones, in midpoint-radius
+        # c = h/(k+1) on active neurons, alpha h/(k+1) on inactive ones, in midpoint-radius;
+        # radii as max(FLOOR, fl(x (1 + 8u))) (proofs/bounds.md#relu-vec-matvec)
         fm = h / (k + 1)
-        fr = np.zeros(n) if k == 0 else _upn(np.abs(fm) * U)
+        fr = np.zeros(n) if k == 0 else np.maximum(kern.FLOOR, np.abs(fm) * (U * kern.BUMP))
         cm = np.empty((n, 2))
+        cr = np.empty((n, 2))
         cm[:, 0] = fm
-        cm[:, 1] = fm * a_m
-        cr1 = _upn(_upn(_upn(abs(a_m) * fr) + _upn(a_r * _upn(np.abs(fm) + fr))) + ETA)
-        cr1 = _upn(cr1 + _upn(U * np.abs(cm[:, 1])))
-        cr = np.stack([fr, cr1], axis=1)
-        a1 = _upn(cr + _upn(U * np.abs(cm)))
-        a2 = _upn(np.abs(cm) + cr)
+        cr[:, 0] = fr
+        if exact_zero:
+            cm[:, 1] = 0.0
+            cr[:, 1] = 0.0
+        else:
+            cm[:, 1] = fm * a_m
+            t = abs(a_m) * fr + a_r * (np.abs(fm) + fr) + U * np.abs(cm[:, 1])
+            cr[:, 1] = np.maximum(kern.FLOOR, t * kern.BUMP)
+        zero = (cm == 0.0) & (cr == 0.0)
+        a1 = np.where(zero, 0.0, np.maximum(kern.FLOOR, (cr + U * np.abs(cm)) * kern.BUMP))
+        a2 = np.where(zero, 0.0, np.maximum(kern.FLOOR, (np.abs(cm) + cr) * kern.BUMP))
         kern.scale_prep(zm[k], zr[k], active, cm, a1, a2, vp.g_p, Um, Vp)
         np.matmul(Um, vp.Wt, out=ym[k + 1])
-        kern.y_finish(ym[k + 1], Vp @ vp.Wabs, vp.F_p, vp.K_p, vp.g_d, yr[k + 1], V, Sm, Sr)
+        np.matmul(Vp, vp.Wabs, out=Wp)
+        kern.y_finish(ym[k + 1], Wp, vp.F_p, vp.g_d, yr[k + 1], V, Sm, Sr)
         np.matmul(ym[k + 1], vp.At, out=zm[k + 1])
-        kern.rad_finish(V @ vp.Aabs, vp.F_d, vp.K_d, _EMPTY, zm[k + 1], zr[k + 1])
+        np.matmul(V, vp.Aabs, out=Wd)
+        kern.rad_finish(Wd, vp.F_d, _EMPTY, zm[k + 1], zr[k + 1])
     # tail of the affine flow (proofs/bounds.md#relu-vec-tail)
     lh = _upn(vp.L * h)
     coef = np.ones(n)
@@ -353,7 +361,7 @@ def _window_step(vp: VecPiece, c: np.ndarray, r: np.ndarray, w_lo: np.ndarray, w
     n, d = c.shape
     V = np.empty((n, d))
     kern.point_prep(c, vp.g_d, V)
-    Zm, Zr = _matvec(None, c, V, vp.At, vp.Aabs, vp.F_d, vp.K_d, vp.b)
+    Zm, Zr = _matvec(c, V, vp.At, vp.Aabs, vp.F_d, vp.b)
     lo = _dnn(Zm - Zr)
     hi = _upn(Zm + Zr)
     a_m, a_r = vp.alpha
