@@ -708,3 +708,63 @@ def test_box_whose_edge_crosses_while_its_centre_does_not():
     inside = [["3/4", "1"], ["0", "0"]]  # stays at x1 > 0: x1 - 1/2 in [1/4, 1/2]
     true = [[exact_number(fmpq(1, 4) - DELTA), exact_number(fmpq(1, 2) + DELTA)], ["0", "0"]]
     assert check_certificate(_box_certificate(FALL, inside, true, "-.")).verified
+
+
+def _leaf_paths(obj, path=()):
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield path + (k,)
+            yield from _leaf_paths(v, path + (k,))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _leaf_paths(v, path + (i,))
+
+
+def _box_golden():
+    from certified.arith import Interval
+
+    spec = _random_spec(17, 2, "leaky_relu", "1/3")
+    spec["pieces"] = [{**p, "duration": "1/8"} for p in spec["pieces"]]
+    c = np.array([[0.25, -0.5], [-0.5, 0.125]])
+    B = Interval(c - 1e-3, c + 1e-3)
+    schedule = Schedule.from_json(spec)
+    res = enclose_flow(schedule, B)
+    assert not res.hints["rejected"]
+    cert = flow_certificate_for(schedule, B, res)
+    assert check_certificate(cert).verified
+    return cert
+
+
+def test_box_golden_tampering():
+    """Deleting any field of a leaky-ReLU box certificate, moving any box end outward, any
+    piece parameter or the slope by 1/64, is rejected."""
+    cert = _box_golden()
+    for path in list(_leaf_paths(cert)):
+        c = copy.deepcopy(cert)
+        parent = c
+        for key in path[:-1]:
+            parent = parent[key]
+        del parent[path[-1]]
+        assert not check_certificate(c).verified, path
+    for q, box in enumerate(cert["instance"]["boxes"]):
+        for k, (lo, hi) in enumerate(box):
+            for end, moved in ((0, _q(lo) - fmpq(1, 64)), (1, _q(hi) + fmpq(1, 64))):
+                c = copy.deepcopy(cert)
+                c["instance"]["boxes"][q][k][end] = exact_number(moved)
+                assert not check_certificate(c).verified, (q, k, end)
+    for j in range(len(cert["instance"]["schedule"]["pieces"])):
+        for key in ("W", "A", "b", "duration"):
+            c = copy.deepcopy(cert)
+            p = c["instance"]["schedule"]["pieces"][j]
+            bump = lambda v: exact_number(_q(v) + fmpq(1, 64))  # noqa: E731
+            p[key] = (
+                bump(p[key])
+                if key == "duration"
+                else [bump(v) for v in p[key]]
+                if key == "b"
+                else [[bump(v) for v in row] for row in p[key]]
+            )
+            assert not check_certificate(c).verified, (j, key)
+    c = copy.deepcopy(cert)
+    c["instance"]["schedule"]["slope"] = "1/4"
+    assert not check_certificate(c).verified
