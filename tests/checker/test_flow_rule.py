@@ -166,7 +166,7 @@ def test_non_laminar_pieces_other_activations_and_rules_are_rejected_with_the_re
     version["version"] = 2
     assert assert_rejected(version, "version 2").reason.startswith("version:")
     kind = copy.deepcopy(base)
-    kind["kind"] = "wasserstein"
+    kind["kind"] = "no-such-kind"
     assert assert_rejected(kind, "unknown kind").reason.startswith("kind:")
 
 
