@@ -18,7 +18,12 @@ from certified.attention.lipschitz import (
     check_attention_hypothesis,
     check_on_domain,
 )
-from certified.attention.maps import attention_jacobian, attention_map, attention_measure_map
+from certified.attention.maps import (
+    attention_jacobian,
+    attention_jvp,
+    attention_map,
+    attention_measure_map,
+)
 from certified.attention.mean_field import check_h3
 from certified.attention.model import Attention, Head
 from certified.attention.norms import (
@@ -34,6 +39,7 @@ __all__ = [
     "Head",
     "LipschitzVerdict",
     "attention_jacobian",
+    "attention_jvp",
     "attention_map",
     "attention_measure_map",
     "check_attention_hypothesis",

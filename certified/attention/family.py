@@ -15,9 +15,10 @@ from typing import Any
 import flint
 import numpy as np
 
+from certified.arith.ball import endpoints, precision
 from certified.arith.exact import to_fmpq_array
 from certified.attention.instance import AttentionInstance
-from certified.attention.maps import attention_jacobian
+from certified.attention.maps import attention_jacobian, attention_jvp
 from certified.attention.norms import spectral_norm_lower, spectral_norm_upper
 from certified.errors import DomainError
 
@@ -81,26 +82,59 @@ def float_jacobian(A: np.ndarray, V: np.ndarray, X: np.ndarray) -> np.ndarray:
 class FamilyPoint:
     """Certified data at one configuration: ``lower <= ‖Df(X)‖₂ <= upper``.
 
+    ``upper`` is None for large ``n d`` (only the lower bound, from a directional derivative).
+
     Guarantee: ``lower`` and ``upper`` bound ``‖Df(X)‖₂`` at the exact ``X``.
     """
 
     n: int
     X: np.ndarray
     lower: flint.fmpq
-    upper: flint.fmpq
+    upper: flint.fmpq | None
+
+
+def _top_right_singular_vector(J: np.ndarray, iterations: int = 200) -> np.ndarray:
+    """Power iteration on JᵀJ (float heuristic; any vector gives a valid lower bound)."""
+    v = np.random.default_rng(0).standard_normal(J.shape[1]) + 1.0
+    for _ in range(iterations):
+        v = J.T @ (J @ v)
+        norm = np.linalg.norm(v)
+        if norm == 0:
+            break
+        v /= norm
+    return v
+
+
+FULL_JACOBIAN_MAX_ND = 128
+"""Above this n·d only the lower bound is certified (from a Jacobian-vector product)."""
 
 
 def certify_point(inst: AttentionInstance, X: Any, prec: int = 128) -> FamilyPoint:
-    """Two-sided certified bounds on ``‖Df(X)‖₂`` at an exact X (floats read exactly).
+    """Certified bounds on ``‖Df(X)‖₂`` at an exact X (floats read exactly).
 
-    Guarantee: encloses ``‖Df(X)‖₂`` (proofs/bounds.md#spectral-upper, #spectral-lower).
+    For ``n d <= FULL_JACOBIAN_MAX_ND`` both bounds come from the ball Jacobian; above, the
+    lower bound is ``|Df(X) u| / |u|`` for the float top singular vector ``u``, evaluated by
+    :func:`~certified.attention.maps.attention_jvp` (O(n² d)), and ``upper`` is None.
+
+    Guarantee: ``lower <= ‖Df(X)‖₂ <= upper`` (proofs/bounds.md#spectral-upper,
+    #spectral-lower).
     """
     Xq = to_fmpq_array(X, "X")
     for i, x in enumerate(Xq):
         if sum((v * v for v in x), flint.fmpq(0)) > inst.R * inst.R:
             raise DomainError(f"X[{i}]: lies outside the ball of radius R; scale X")
-    J = attention_jacobian(inst.layer, Xq, prec=prec)
-    return FamilyPoint(Xq.shape[0], Xq, spectral_norm_lower(J, prec), spectral_norm_upper(J, prec))
+    n, d = Xq.shape
+    if n * d <= FULL_JACOBIAN_MAX_ND:
+        J = attention_jacobian(inst.layer, Xq, prec=prec)
+        return FamilyPoint(n, Xq, spectral_norm_lower(J, prec), spectral_norm_upper(J, prec))
+    Jf = float_jacobian(_float_bilinear(inst), inst.V.astype(float), Xq.astype(float))
+    u = to_fmpq_array(_top_right_singular_vector(Jf).reshape(n, d), "u")
+    Ju = attention_jvp(inst.layer, Xq, u, prec=prec)
+    u2 = sum((x * x for x in u.flat), flint.fmpq(0))
+    with precision(prec):
+        num = sum((Ju[i, a] * Ju[i, a] for i in range(n) for a in range(d)), flint.arb(0))
+        lower = endpoints((num / flint.arb(u2)).sqrt(), "lower")[0]
+    return FamilyPoint(n, Xq, max(lower, flint.fmpq(0)), None)
 
 
 def sqrt_n_family(inst: AttentionInstance, ns: Any, prec: int = 128) -> list[FamilyPoint]:

@@ -29,7 +29,13 @@ from certified.arith.exact import to_fmpq_array
 from certified.attention.model import Attention
 from certified.errors import InputError, ShapeError
 
-__all__ = ["attention_jacobian", "attention_map", "attention_measure_map", "softmax_rows"]
+__all__ = [
+    "attention_jacobian",
+    "attention_jvp",
+    "attention_map",
+    "attention_measure_map",
+    "softmax_rows",
+]
 
 DEFAULT_PREC = 128
 """Default working precision (bits)."""
@@ -203,6 +209,42 @@ def attention_jacobian(
                                 v += C[a, b]
                             row[m * d + b] += v
         return flint.arb_mat(J)
+
+
+def attention_jvp(
+    layer: Attention, X: Any, U: Any, *, weights: Any = None, prec: int = DEFAULT_PREC
+) -> flint.arb_mat:
+    """Directional derivative ``DF(X)[U]`` (an ``(n, d)`` ball matrix) without forming DF.
+
+    Forward mode (proofs/bounds.md#attention-jacobian): ``dS = U A Xᵀ + X A Uᵀ``,
+    ``dP_ij = P_ij (dS_ij − Σ_k P_ik dS_ik)``, ``dF = Σ_h (dP_h (X G_hᵀ) + P_h (U G_hᵀ))``
+    (+ U with a residual). O(n² d) ball operations, so it scales to thousands of tokens where
+    the full Jacobian does not.
+
+    Guarantee: encloses ``DF(X)[U]`` (for every X in the balls given; U exact or balls).
+    """
+    prec = check_precision(prec)
+    with precision(prec):
+        Xa = _points(X, layer.d, prec)
+        Ua = _points(U, layer.d, prec, "U")
+        n = Xa.nrows()
+        if Ua.nrows() != n:
+            raise ShapeError(f"U: has {Ua.nrows()} rows, X has {n}; give one direction per token")
+        w = _weights(weights, n)
+        out = Ua if layer.residual else flint.arb_mat(n, Xa.ncols())
+        for A, G in layer.arb_parameters(prec):
+            P = softmax_rows(Xa * (A * Xa.transpose()), w, layer.causal)
+            dS = Ua * (A * Xa.transpose()) + Xa * (A * Ua.transpose())
+            dP = []
+            for i in range(n):
+                cols = range(i + 1) if layer.causal else range(n)
+                mean = sum((P[i][j] * dS[i, j] for j in cols), flint.arb(0))
+                dP.append(
+                    [P[i][j] * (dS[i, j] - mean) if j in cols else flint.arb(0) for j in range(n)]
+                )
+            GT = G.transpose()
+            out = out + flint.arb_mat(dP) * (Xa * GT) + flint.arb_mat(P) * (Ua * GT)
+        return out
 
 
 def to_numpy_mid(M: flint.arb_mat) -> np.ndarray:

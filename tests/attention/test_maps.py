@@ -8,10 +8,12 @@ import pytest
 from attention_reference import reference_jacobian, reference_map, to_fmpq
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from mpmath import mp
 
 from certified.arith.ball import contains, endpoints
 from certified.attention.maps import (
     attention_jacobian,
+    attention_jvp,
     attention_map,
     attention_measure_map,
 )
@@ -142,3 +144,20 @@ def test_bad_input():
         attention_measure_map(Attention(layer.heads, causal=True), [[1, 0]], None, [[0, 0]])
     with pytest.raises(ShapeError):
         attention_map(layer, [])
+
+
+@settings(max_examples=25)
+@given(instances(), st.integers(0, 2**32 - 1))
+def test_jvp_contains_the_directional_derivative(inst, seed):
+    heads, X, weights, opts = inst
+    layer = _layer(heads, opts)
+    U = np.random.default_rng(seed).integers(-4, 5, (len(X), len(X[0]))).tolist()
+    dF = attention_jvp(layer, X, U, weights=weights, prec=PREC)
+    J = reference_jacobian(heads, X, weights=weights, **opts)
+    u = [v for row in U for v in row]
+    with mp.workdps(110):
+        ref = [
+            [sum(J[i * len(U[0]) + a][c] * u[c] for c in range(len(u))) for a in range(len(U[0]))]
+            for i in range(len(U))
+        ]
+    _assert_contains(dF, ref)
