@@ -49,7 +49,9 @@ def _case(ot, x, y, q, metric, solver, n_iter, reps) -> Benchmark:
 
 
 def bench_wasserstein(quick: bool = False) -> list[Benchmark]:
-    """W2 (and W1) enclosures for n uniform atoms in d = 3 against ``ot.dist`` + ``ot.emd2``."""
+    """W2 (and W1) enclosures for n uniform atoms in d = 3 against ``ot.dist`` + ``ot.emd2``.
+
+    Guarantee: none (timings); each certified run is a rigorous enclosure."""
     from certified.errors import MissingDependencyError
 
     try:

@@ -35,6 +35,8 @@ def kappas(d: int) -> tuple[float, float]:
     """``κ_d = 1 - (d+4) 2^-52`` and ``K_d = 1 + (d+4) 2^-52`` (exact doubles for d < 2^40).
 
     proof: proofs/bounds.md#w-sqdist
+
+    Guarantee: exact doubles; with the lemma, ``fl(κ_d ŝ) <= s <= fl(K_d ŝ)`` for ŝ >= 2^-900.
     """
     return 1.0 - (d + 4) * 2.0**-52, 1.0 + (d + 4) * 2.0**-52
 

@@ -41,7 +41,7 @@ class GaussianW2Enclosure:
 
     @property
     def gap(self) -> flint.fmpq:
-        """``upper - lower``, exact."""
+        """``upper - lower``. Guarantee: exact."""
         return self.upper - self.lower
 
 

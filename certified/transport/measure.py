@@ -210,7 +210,9 @@ def _exact_weights(weights: Any, n: int) -> np.ndarray:
 
 
 def as_measure(x: Any, name: str) -> Measure:
-    """``x`` if it is a :class:`Measure`, else the uniform measure on the points ``x``."""
+    """``x`` if it is a :class:`Measure`, else the uniform measure on the points ``x``.
+
+    Guarantee: exact."""
     if isinstance(x, Measure):
         return x
     if x is None:

@@ -70,27 +70,34 @@ class WassersteinEnclosure:
 
     @property
     def coupling(self) -> list[tuple[int, int, flint.fmpq]]:
-        """Sparse coupling: ``(i, j, exact mass)`` triples, sorted, distinct pairs."""
+        """Sparse coupling: ``(i, j, exact mass)`` triples, sorted, distinct pairs.
+
+        Guarantee: exact (marginals exactly the weights of ``mu`` and ``nu``)."""
         return list(zip(self.rows.tolist(), self.cols.tolist(), self.masses.tolist(), strict=True))
 
     @property
     def phi(self) -> np.ndarray:
-        """Exact potentials on the atoms of ``mu`` (``fmpq`` object array)."""
+        """Exact potentials on the atoms of ``mu`` (``fmpq`` object array).
+
+        Guarantee: exact; ``phi_i + psi_j <= c_ij`` for all i, j."""
         return _exact_array(self.phi_float)
 
     @property
     def psi(self) -> np.ndarray:
-        """Exact potentials on the atoms of ``nu`` (``fmpq`` object array)."""
+        """Exact potentials on the atoms of ``nu`` (``fmpq`` object array).
+
+        Guarantee: exact; ``phi_i + psi_j <= c_ij`` for all i, j."""
         return _exact_array(self.psi_float)
 
     @property
     def gap(self) -> flint.fmpq:
-        """``upper - lower`` (on ``W_q``), exact."""
+        """``upper - lower`` (on ``W_q``). Guarantee: exact."""
         return self.upper - self.lower
 
     @property
     def relative_gap(self) -> float:
-        """``(upper - lower) / upper`` as a float (0 when ``upper = 0``)."""
+        """``(upper - lower) / upper`` as a float (0 when ``upper = 0``). Guarantee: none
+        (a rounded figure of merit)."""
         return 0.0 if self.upper == 0 else float(self.gap / self.upper)
 
     def __repr__(self) -> str:
@@ -237,7 +244,7 @@ def exact_coupling(rows, cols, vals, a, b):
 def pot_iterations(n: int, m: int) -> int:
     """``numItermax`` passed to POT: its default (10^5) stops the network simplex long before
     the optimum for n = m = 1000; 20 n m pivots is ample in practice. A stopped solve still
-    yields valid (looser) bounds and a ``message``."""
+    yields valid (looser) bounds and a ``message``. Guarantee: none (tuning)."""
     return int(min(2**31 - 1, max(10**5, 20 * n * m)))
 
 
