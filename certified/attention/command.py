@@ -40,6 +40,12 @@ def add_parser(sub) -> None:
         help="H1/H2: decide over all of (B_R)^n (n = rows of X) from an interval Jacobian; "
         "succeeds only for small |A| R^2; no certificate",
     )
+    p.add_argument(
+        "--search",
+        action="store_true",
+        help="H1/H2: also search (B_R)^n (n = rows of X) for a large local constant and report "
+        "the largest certified lower bound on Lip(f) against H1 and H2",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
@@ -68,16 +74,39 @@ def _verdict(args: argparse.Namespace):
     return check_attention_hypothesis(inst, args.hypothesis, prec=args.prec)
 
 
+def _search(args: argparse.Namespace) -> dict | None:
+    """Largest certified lower bound on Lip(f) found by the float search, against H1 and H2."""
+    from certified.arith.exact import fmpq_to_str
+    from certified.attention.family import compare_with_bounds, search_lipschitz_lower
+    from certified.attention.instance import read_attention_instance
+    from certified.attention.lipschitz import round_down
+
+    inst = read_attention_instance(args.instance, require="X")
+    best = search_lipschitz_lower(inst, inst.X.shape[0], restarts=2, steps=20, prec=args.prec)
+    cmp = compare_with_bounds(inst, best, args.prec)
+    return {
+        "n": best.n,
+        "lower": fmpq_to_str(round_down(best.lower)),
+        "ratio_lower": {
+            h: None if r is None else f"{float(r):.6g}" for h, r in cmp["ratio_lower"].items()
+        },
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the subcommand; CertifiedError / OSError propagate to the CLI (exit 2)."""
     from certified.arith.ball import check_precision
-    from certified.arith.exact import fmpq_to_str
+    from certified.arith.exact import fmpq_to_str, to_fmpq
     from certified.certificates import write_certificate
     from certified.checker import check_certificate
+    from certified.errors import InputError
 
     t0 = time.perf_counter()
     check_precision(args.prec, "--prec")
+    if (args.search or args.domain) and args.hypothesis not in ("H1", "H2"):
+        raise InputError("--search, --domain: only with --hypothesis H1 or H2")
     v = _verdict(args)
+    search = _search(args) if args.search else None
     verdict, message, path = v.verdict, v.message, None
     if verdict != "UNDECIDED" and v.certificate is not None:
         check = check_certificate(v.certificate)  # re-checked before anything is written
@@ -104,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
             "statement": v.statement if verdict != "UNDECIDED" else "",
             "message": message,
         }
+        if search is not None:
+            out["search"] = search
         json.dump(out, sys.stdout)
         print()
     else:
@@ -114,6 +145,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"  certificate written to {path}")
         elif verdict != "UNDECIDED":
             print("  no certificate kind covers this hypothesis in version 1; nothing written")
+        if search is not None:
+            ratios = ", ".join(f"{h} >= {r}" for h, r in search["ratio_lower"].items())
+            lower = float(to_fmpq(search["lower"]))
+            print(f"  search: certified Lip(f) >= {lower:.6g} (fraction of each bound: {ratios})")
     if verdict == "UNDECIDED":
         print(f"certified lipschitz: {message}", file=sys.stderr)
         return 1

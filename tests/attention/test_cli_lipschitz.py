@@ -127,3 +127,12 @@ def test_bad_precision_and_missing_file(tmp_path, capsys):
         ]
     )
     assert rc == 2
+
+
+def test_search_flag(tmp_path, capsys):
+    rc, _, cap = _run(tmp_path, H1, "H2", capsys, "--search", "--json")
+    data = json.loads(cap.out)
+    assert rc == 0 and data["search"]["n"] == 3
+    assert set(data["search"]["ratio_lower"]) == {"H1", "H2"}
+    rc, out, cap = _run(tmp_path, MEASURES, "H3", capsys, "--search")
+    assert rc == 2 and "--search" in cap.err and not out.exists()
