@@ -134,5 +134,7 @@ def test_search_flag(tmp_path, capsys):
     data = json.loads(cap.out)
     assert rc == 0 and data["search"]["n"] == 3
     assert set(data["search"]["ratio_lower"]) == {"H1", "H2"}
-    rc, out, cap = _run(tmp_path, MEASURES, "H3", capsys, "--search")
+    other = tmp_path / "h3"
+    other.mkdir()
+    rc, out, cap = _run(other, MEASURES, "H3", capsys, "--search")
     assert rc == 2 and "--search" in cap.err and not out.exists()
