@@ -1,7 +1,5 @@
-"""Certificate kind ``wasserstein`` v1: two-sided bounds on ``W_q(μ, ν)`` between discrete
-measures (proofs/wasserstein.md). Everything is exact (integers over common denominators)
-except the cost of the coupling for q not an even integer, bounded from above in arb.
-"""
+"""Certificate kind ``wasserstein`` v1: bounds on ``W_q(μ, ν)`` (proofs/wasserstein.md). All
+exact (integers over common denominators) but the coupling's cost for q not an even integer."""
 
 from __future__ import annotations
 
@@ -10,7 +8,8 @@ from typing import Any
 
 import flint
 
-from ._parse import MAX_REPLAY_COST, Rejected, array, exact, fields, matrix, small_integer, vector
+from . import _parse
+from ._parse import Rejected, array, exact, fields, matrix, small_integer, vector
 
 MAX_Q_TERMS = 1000  # numerator and denominator of q
 CLAIM = ("lower_q", "upper_q", "lower", "upper")
@@ -26,8 +25,11 @@ def _measure(value: Any, where: str, d: int | None) -> tuple[list, list]:
 
 
 def _scaled(values: list) -> tuple[int, list[int]]:
-    """A common denominator D and the integers D * v."""
-    D = lcm(*(int(v.q) for v in values))
+    """A common denominator D (at most MAX_HEIGHT_BITS bits) and the integers D * v."""
+    D = 1
+    for v in values:
+        if (D := lcm(D, int(v.q))).bit_length() > _parse.MAX_HEIGHT_BITS:
+            raise Rejected("resource limit: the common denominator has too many bits")
     return D, [int(v.p) * (D // int(v.q)) for v in values]
 
 
@@ -48,7 +50,7 @@ def check_wasserstein_v1(instance: Any, claim: Any, hints: Any) -> str:
     D, xy = _scaled([c for row in X + Y for c in row])
     E, pots = _scaled(phi + psi)
     h = max(abs(v).bit_length() for v in xy + pots + [D, E])
-    if n * m * (p + 2 * r) * (1 + h // 256) > MAX_REPLAY_COST:
+    if n * m * (p + 2 * r) * (1 + (p + 2 * r) * h // 4096) > _parse.MAX_REPLAY_COST:
         raise Rejected(f"resource limit: checking all {n} x {m} dual constraints costs too much")
     # dual feasibility phi_i + psi_j <= |x_i - y_j|^q for ALL i, j, with S_ij = D^2 |x_i - y_j|^2
     # and T_ij = E (phi_i + psi_j): T/E <= (S/D^2)^(p/2r), compared as exact integer powers
@@ -59,9 +61,8 @@ def check_wasserstein_v1(instance: Any, claim: Any, hints: Any) -> str:
     k, two_p, two_r = (p // (2 * r) if p % (2 * r) == 0 else 0), D ** (2 * p), E ** (2 * r)
     Dk = D ** (2 * k)
     for i in range(n):
-        Phi = pots[i]
         for j, s in enumerate(S[i * m : i * m + m]):
-            t = Phi + pots[n + j]
+            t = pots[i] + pots[n + j]
             if t > 0 and (t * Dk > s**k * E if k else t ** (2 * r) * two_p > s**p * two_r):
                 raise Rejected(f"hints: phi[{i}] + psi[{j}] exceeds the cost c[{i}][{j}]")
     if sum((w * v for w, v in zip(a + b, phi + psi, strict=True)), flint.fmpq(0)) < lq:
@@ -82,8 +83,7 @@ def check_wasserstein_v1(instance: Any, claim: Any, hints: Any) -> str:
     if k:  # even integer q: the cost of the coupling is rational
         ok = sum((w * s**k for w, s in pairs), flint.fmpq(0)) <= uq
     else:
-        old = flint.ctx.prec
-        flint.ctx.prec = 128 + min(h, 4096)
+        old, flint.ctx.prec = flint.ctx.prec, 128 + min(h, 4096)
         try:
             half = flint.arb(flint.fmpq(p, 2 * r))
             total = sum(

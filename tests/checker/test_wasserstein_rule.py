@@ -293,3 +293,29 @@ def test_a_broken_producer_is_caught(monkeypatch):
     v = check_certificate(cert)
     assert not v.verified
     assert "exceeds the cost" in v.reason or "below the cost" in v.reason
+
+
+def test_huge_common_denominators_are_rejected_before_any_work():
+    dens = [3**8000, 5**5700, 7**4700, 11**3800, 13**3580, 17**3240]  # ~13,000 bits each
+    third = ["1/3"] * 3
+    bad = copy.deepcopy(GOLDEN)
+    bad["instance"]["mu"] = {"points": [[0], [1], [2]], "weights": third}
+    bad["instance"]["nu"] = {"points": [[0], [1], [2]], "weights": third}
+    bad["hints"]["phi"] = [f"1/{q}" for q in dens[:3]]
+    bad["hints"]["psi"] = [f"1/{q}" for q in dens[3:]]
+    v = check_certificate(bad)
+    assert not v.verified
+    assert "common denominator" in v.reason
+
+
+def test_exponents_with_large_terms_are_charged():
+    """q = 999/500 means 1000th and 999th powers of every cost: charged, so a modest instance is
+    refused instead of computing numbers with millions of digits."""
+    rng = np.random.default_rng(1)
+    mu, nu = Measure(rng.standard_normal((30, 2))), Measure(rng.standard_normal((30, 2)))
+    cert = wasserstein_certificate(wasserstein(mu, nu, "999/500", solver="assignment"))
+    v = check_certificate(cert)
+    assert not v.verified
+    assert "resource limit" in v.reason
+    small = wasserstein_certificate(wasserstein(mu, nu, "3/2", solver="assignment"))
+    assert check_certificate(small).verified
