@@ -94,6 +94,9 @@ class Measure:
         else:
             self._weights = _exact_weights(weights, n)
             self.uniform = all(w == self._weights[0] for w in self._weights)
+        self._weights.flags.writeable = False
+        if self._points is not None:
+            self._points.flags.writeable = False
         self._wfloat: np.ndarray | None = None
 
     @classmethod
@@ -141,6 +144,7 @@ class Measure:
             flat = [flint.fmpq(*v.as_integer_ratio()) for v in self._lo.ravel().tolist()]
             out = np.empty(len(flat), dtype=object)
             out[:] = flat
+            out.flags.writeable = False
             self._points = out.reshape(self._lo.shape)
         return self._points
 
