@@ -1,0 +1,339 @@
+"""Verdicts on interpolation instances: does a schedule's flow send each ``x_n`` to ``y_n``?
+
+* Laminar ReLU / leaky-ReLU schedules (every piece laminar with a shared normal): exact. Runs
+  of consecutive pieces whose normals lie on one line compose to ``x + G(a·x)`` with ``G``
+  piecewise linear (proofs/bounds.md#interp-phase); ``G`` is evaluated for all points at once by
+  sorting its breakpoints and taking prefix sums: O(P log P + N log P + (P + N) d) rational
+  operations per run for P neurons and N points.
+* Any other schedule: the certified flow engines (:func:`~certified.flow.api.enclose_flow`:
+  the 53-bit vectorised engine or the arb region engine) enclose ``Φ_T(x_n)`` in boxes, which
+  bound the error.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import flint
+import numpy as np
+
+from certified.arith.exact import fmpq_to_float, to_fmpq
+from certified.errors import InputError, RangeOverflowError, ShapeError
+from certified.interpolation.construct import Interpolation, formula_switches, read_pairs
+from certified.models import Activation, Piece, Schedule
+
+__all__ = [
+    "InterpolationVerdict",
+    "export_float64",
+    "laminar_images",
+    "sqrt_upper",
+    "verify_interpolation",
+]
+
+_ZERO = flint.fmpq(0)
+
+
+@dataclass(frozen=True)
+class InterpolationVerdict:
+    """What is certified about ``Φ_T(x_n)`` against ``y_n``.
+
+    Attributes
+    ----------
+    verdict : str
+        ``"VERIFIED"``: ``exact`` is True or ``max_error`` is a certified bound;
+        ``"UNDECIDED"``: the flow engines could not enclose every image (``message`` says why).
+    exact : bool
+        ``Φ_T(x_n) = y_n`` for every n, in exact rational arithmetic.
+    max_error : flint.fmpq or None
+        Upper bound of ``max_n |Φ_T(x_n) − y_n|_2`` (0 when exact; None when UNDECIDED).
+    switches : int
+        ``L`` of the schedule (pieces of its merged form minus one).
+    formula_switches : int
+        ``2⌈N/p⌉ − 1`` for the schedule's width p (theorem A's count).
+    method : str
+        ``"laminar-exact"`` or the flow engine used.
+    message : str
+
+    Guarantee: ``exact`` is exact; ``max_error`` is a rigorous upper bound.
+    """
+
+    verdict: str
+    exact: bool
+    max_error: flint.fmpq | None
+    switches: int
+    formula_switches: int
+    method: str
+    message: str = ""
+
+
+# --- exact sqrt bound --------------------------------------------------------------------------
+
+
+def sqrt_upper(q: flint.fmpq, bits: int = 64) -> flint.fmpq:
+    """A rational ``r >= sqrt(q)`` with relative excess below ``2^{-bits}`` (q >= 0).
+
+    Guarantee: upper bound (integer square roots, proofs/bounds.md#interp-error).
+    """
+    if q == 0:
+        return _ZERO
+    num, den = int(q.p), int(q.q)
+    k = max(0, bits - (num.bit_length() - den.bit_length()) // 2)
+    # sqrt(num/den) = sqrt(num den 4^k) / (den 2^k) <= (isqrt(.) + 1) / (den 2^k)
+    return flint.fmpq(math.isqrt(num * den << (2 * k)) + 1, den << k)
+
+
+def _max_norm_upper(diff_sq: list[flint.fmpq]) -> flint.fmpq:
+    return sqrt_upper(max(diff_sq)) if diff_sq else _ZERO
+
+
+# --- exact laminar evaluation ------------------------------------------------------------------
+
+
+def _alpha(schedule: Schedule) -> flint.fmpq:
+    return schedule.slope if schedule.activation is Activation.LEAKY_RELU else _ZERO
+
+
+def _ratio(a: np.ndarray, normal: np.ndarray) -> flint.fmpq | None:
+    """``λ`` with ``a = λ normal``, or None when not parallel."""
+    k = next(i for i, q in enumerate(normal) if q != 0)
+    lam = a[k] / normal[k]
+    if lam == 0 or any(x != lam * y for x, y in zip(a, normal, strict=True)):
+        return None
+    return lam
+
+
+def laminar_runs(schedule: Schedule) -> list[tuple[int, int, np.ndarray, list[flint.fmpq]]]:
+    """Maximal runs of consecutive laminar pieces whose normals lie on one line.
+
+    Returns ``(start, stop, normal, lambdas)`` with ``piece_j normal = lambdas[j] · normal``.
+    Raises ValueError when a piece is not laminar.
+    """
+    runs: list = []
+    for j, piece in enumerate(schedule.pieces):
+        a = piece.laminar_normal()
+        if a is None:
+            raise ValueError(f"pieces[{j}] is not laminar")
+        if runs:
+            start, stop, normal, lams = runs[-1]
+            lam = _ratio(a, normal)
+            if lam is not None:
+                runs[-1] = (start, j + 1, normal, lams + [lam])
+                continue
+        runs.append((j, j + 1, a, [flint.fmpq(1)]))
+    return runs
+
+
+def _run_map(pieces, normal, lams, alpha, X: np.ndarray) -> np.ndarray:
+    """``x + G(a·x)`` for a run: exact (proofs/bounds.md#interp-phase)."""
+    N, d = X.shape
+    s = X.dot(normal)
+    lin_slope = np.full(d, _ZERO, dtype=object)
+    lin_icpt = np.full(d, _ZERO, dtype=object)
+    groups: dict[bool, list] = {True: [], False: []}
+    for piece, lam in zip(pieces, lams, strict=True):
+        scales = piece.laminar_scales()
+        for i in range(piece.width):
+            c = piece.W[:, i] * piece.duration
+            mu, beta = scales[i] * lam, piece.b[i]
+            # sigma(z) = alpha z + (1 - alpha) z_+; (mu s + beta)_+ is active for s beyond -beta/mu
+            if alpha:
+                lin_slope = lin_slope + c * (alpha * mu)
+                lin_icpt = lin_icpt + c * (alpha * beta)
+            k = 1 - alpha
+            groups[mu > 0].append((-beta / mu, c * (k * mu), c * (k * beta)))
+    slope = np.tile(lin_slope, (N, 1))
+    icpt = np.tile(lin_icpt, (N, 1))
+    zero_row = np.full((1, d), _ZERO, dtype=object)
+    for positive, items in groups.items():
+        if not items:
+            continue
+        items.sort(key=lambda it: it[0])
+        brk = np.empty(len(items), dtype=object)
+        brk[:] = [it[0] for it in items]
+        sl = np.array([it[1] for it in items], dtype=object).reshape(len(items), d)
+        ic = np.array([it[2] for it in items], dtype=object).reshape(len(items), d)
+        if positive:  # active where breakpoint < s: prefix sums
+            idx = np.searchsorted(brk, s, side="left")
+            cs = np.concatenate([zero_row, np.cumsum(sl, axis=0)])
+            ci = np.concatenate([zero_row, np.cumsum(ic, axis=0)])
+        else:  # active where breakpoint > s: suffix sums
+            idx = np.searchsorted(brk, s, side="right")
+            cs = np.concatenate([np.cumsum(sl[::-1], axis=0)[::-1], zero_row])
+            ci = np.concatenate([np.cumsum(ic[::-1], axis=0)[::-1], zero_row])
+        slope = slope + cs[idx]
+        icpt = icpt + ci[idx]
+    return X + slope * s[:, None] + icpt
+
+
+def laminar_images(schedule: Schedule, X: np.ndarray) -> np.ndarray:
+    """Exact ``Φ_T(x_n)`` for a laminar ReLU / leaky-ReLU schedule (object array of fmpq).
+
+    Raises ValueError when a piece is not laminar.
+
+    Guarantee: exact (proofs/bounds.md#interp-phase).
+    """
+    if not schedule.activation.is_piecewise_linear:
+        raise ValueError("the activation is not piecewise linear")
+    alpha = _alpha(schedule)
+    out = X
+    for start, stop, normal, lams in laminar_runs(schedule):
+        out = _run_map(schedule.pieces[start:stop], normal, lams, alpha, out)
+    return out
+
+
+# --- verdicts ----------------------------------------------------------------------------------
+
+
+def _squared_errors(images: np.ndarray, Y: np.ndarray) -> list[flint.fmpq]:
+    D = images - Y
+    return [sum((q * q for q in row), _ZERO) for row in D.tolist()]
+
+
+def verify_interpolation(
+    X: Any, Y: Any, schedule: Schedule, *, prec: int | None = None
+) -> InterpolationVerdict:
+    """Certify how close the flow of ``schedule`` (time = its total time) sends ``x_n`` to
+    ``y_n``, for any schedule.
+
+    .. math::
+
+        \\text{exact} \\iff \\Phi_T(x_n) = y_n\\ \\forall n, \\qquad
+        \\text{max\\_error} \\ge \\max_n \\lVert \\Phi_T(x_n) - y_n \\rVert_2
+
+    Parameters
+    ----------
+    X, Y : (N, d) arrays of numbers, read exactly
+    schedule : Schedule
+        Of dimension d. Laminar ReLU / leaky-ReLU schedules are evaluated exactly; others by
+        :func:`~certified.flow.api.enclose_flow` (``prec`` as there).
+    prec : int, optional
+        Working precision of the flow engines (non-laminar schedules only).
+
+    Returns
+    -------
+    InterpolationVerdict
+
+    Raises
+    ------
+    ShapeError, NonFiniteError, DuplicatePointError
+        Bad data (as :func:`construct_interpolation`), or a schedule of another dimension.
+
+    Guarantee: ``exact`` is exact; ``max_error`` is an upper bound of the Euclidean error
+    (proofs/bounds.md#interp-error).
+    """
+    if not isinstance(schedule, Schedule):
+        raise InputError(f"schedule: expected a Schedule, got {type(schedule).__name__}")
+    Xq, Yq = read_pairs(X, Y)
+    N, d = Xq.shape
+    if schedule.dimension != d:
+        raise ShapeError(
+            f"schedule: dimension {schedule.dimension} but the points have {d} coordinates"
+        )
+    L = schedule.switches
+    formula = formula_switches(N, schedule.width, "general")
+    if schedule.activation.is_piecewise_linear and schedule.is_laminar():
+        images = laminar_images(schedule, Xq)
+        exact = bool(np.all(images == Yq))
+        err = _ZERO if exact else _max_norm_upper(_squared_errors(images, Yq))
+        return InterpolationVerdict("VERIFIED", exact, err, L, formula, "laminar-exact")
+    from certified.flow.api import enclose_flow
+
+    res = enclose_flow(schedule, Xq, prec=prec)
+    method = str((res.hints or {}).get("method", "flow")) if isinstance(res.hints, dict) else "flow"
+    if res.status.name != "SUCCESS":
+        return InterpolationVerdict("UNDECIDED", False, None, L, formula, method, res.message)
+    box = res.final
+    lo, hi = box.lo, box.hi
+    sq = []
+    for n in range(N):
+        total = _ZERO
+        for k in range(d):
+            y = Yq[n, k]
+            e = max(abs(to_fmpq(float(lo[n, k])) - y), abs(to_fmpq(float(hi[n, k])) - y))
+            total += e * e
+        sq.append(total)
+    err = _max_norm_upper(sq)
+    exact = res.exact is not None and bool(np.all(res.exact[-1] == Yq))
+    return InterpolationVerdict("VERIFIED", exact, _ZERO if exact else err, L, formula, method)
+
+
+# --- float64 export ----------------------------------------------------------------------------
+
+
+def _is_double(q: flint.fmpq) -> bool:
+    try:
+        f = fmpq_to_float(q, "nearest")
+    except RangeOverflowError:
+        return False
+    return flint.fmpq(*f.as_integer_ratio()) == q
+
+
+def _nearest(q: flint.fmpq) -> flint.fmpq:
+    return flint.fmpq(*fmpq_to_float(q, "nearest").as_integer_ratio())
+
+
+def _round_orthogonal(w: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """Doubles ``w'`` near ``w`` with ``a·w' = a·w = 0`` exactly when possible.
+
+    The pivot is an entry of ``a`` that is ± a power of two; the other entries are rounded
+    to one grid ``2^e`` so that ``Σ a_k w'_k`` has at most 53 significant bits, and the pivot
+    entry solves the equation exactly (a double again). Falls back to the nearest doubles.
+    """
+    pivots = [k for k, q in enumerate(a) if q != 0 and q.q == 1 and abs(int(q.p)).bit_count() == 1]
+    if not pivots or not all(_is_double(q) for q in a):
+        return np.array([_nearest(q) for q in w], dtype=object)
+    k0 = min(pivots, key=lambda k: abs(a[k]))
+    others = [k for k in range(len(w)) if k != k0]
+    S = max(sum((abs(a[k] * w[k]) for k in others), _ZERO), max(abs(w[k]) for k in others))
+    if S == 0:
+        return np.full(len(w), _ZERO, dtype=object)
+    e = max(int(S.p).bit_length() - int(S.q).bit_length() + 1 - 51, -1074)
+    grid = flint.fmpq(1 << e) if e >= 0 else flint.fmpq(1, 1 << -e)
+    out = np.empty(len(w), dtype=object)
+    for k in range(len(w)):
+        if k != k0:
+            q = w[k] / grid
+            out[k] = (
+                flint.fmpq(int(q.floor()) if q - q.floor() < flint.fmpq(1, 2) else int(q.ceil()))
+                * grid
+            )
+    out[k0] = -sum((a[k] * out[k] for k in range(len(w)) if k != k0), _ZERO) / a[k0]
+    if not all(_is_double(q) for q in out):
+        return np.array([_nearest(q) for q in w], dtype=object)
+    return out
+
+
+def export_float64(interp: Interpolation) -> tuple[Schedule, flint.fmpq | None]:
+    """The schedule of ``interp`` with every parameter a binary64 double, and a certified upper
+    bound of ``max_n |Φ_T(x_n) − y_n|_2`` for the flow of those doubles.
+
+    Durations, thresholds and normals are rounded to the nearest double; each ``w_i`` is
+    rounded so that it stays exactly orthogonal to its piece's normal (when the normal has an
+    entry ± a power of two, as ``u`` and ``v`` of construction A do), so the rounded pieces
+    stay laminar and the error is computed exactly. Otherwise the flow engines bound it.
+
+    Returns
+    -------
+    (Schedule, flint.fmpq or None)
+        None when the engines could not certify the flow (UNDECIDED).
+
+    Guarantee: the bound is rigorous (proofs/bounds.md#interp-error).
+    """
+    pieces = []
+    for piece in interp.schedule.pieces:
+        a = piece.laminar_normal()
+        W = np.empty(piece.W.shape, dtype=object)
+        for i in range(piece.width):
+            W[:, i] = (
+                _round_orthogonal(piece.W[:, i], a)
+                if a is not None
+                else [_nearest(q) for q in piece.W[:, i]]
+            )
+        A = np.vectorize(_nearest, otypes=[object])(piece.A)
+        b = np.array([_nearest(q) for q in piece.b], dtype=object)
+        pieces.append(Piece(_nearest(piece.duration), W, A, b))
+    sched = Schedule(interp.schedule.dimension, interp.schedule.activation, tuple(pieces))
+    verdict = verify_interpolation(interp.X, interp.Y, sched)
+    return sched, verdict.max_error
