@@ -68,6 +68,11 @@ _LAZY = {
     "wasserstein": "certified.transport",
     "gaussian_w2": "certified.transport",
     "wasserstein_certificate": "certified.transport",
+    "Interpolation": "certified.interpolation",
+    "InterpolationVerdict": "certified.interpolation",
+    "construct_interpolation": "certified.interpolation",
+    "verify_interpolation": "certified.interpolation",
+    "export_float64": "certified.interpolation",
 }
 
 __all__ = [
@@ -125,6 +130,11 @@ __all__ = [
     "wasserstein",
     "gaussian_w2",
     "wasserstein_certificate",
+    "Interpolation",
+    "InterpolationVerdict",
+    "construct_interpolation",
+    "verify_interpolation",
+    "export_float64",
 ]
 
 if TYPE_CHECKING:  # static analysers see the eager imports
