@@ -10,6 +10,7 @@ from certified.flow.relu import (
     relu_flow_float64,
     relu_flow_jacobian,
 )
+from certified.flow._smooth_jacobian import smooth_flow_jacobian
 from certified.flow.result import FlowEnclosure, FlowStatus
 
 __all__ = [
@@ -23,4 +24,5 @@ __all__ = [
     "relu_flow",
     "relu_flow_float64",
     "relu_flow_jacobian",
+    "smooth_flow_jacobian",
 ]
