@@ -75,6 +75,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from certified.attention.command import add_parser as add_lipschitz_parser
 
     add_lipschitz_parser(sub)
+    from certified.interpolation.certificate import add_parser as add_interpolate_parser
+
+    add_interpolate_parser(sub)
     return p
 
 
@@ -239,6 +242,10 @@ def main(argv: list[str] | None = None) -> int:
             from certified.transport.command import run as run_wasserstein
 
             return run_wasserstein(args)
+        if args.command == "interpolate":
+            from certified.interpolation.certificate import run as run_interpolate
+
+            return run_interpolate(args)
         if args.command == "lipschitz":
             from certified.attention.command import run as run_lipschitz
 

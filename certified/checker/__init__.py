@@ -36,6 +36,7 @@ from ._parse import (
     load_json,
     show,
 )
+from ._interpolation_rule import check_interpolation_v1
 from ._lipschitz_rule import check_lipschitz_v1
 from ._separation_rule import check_separation_v1
 from ._wasserstein_rule import check_wasserstein_v1
@@ -61,6 +62,7 @@ KINDS = {
     "separation": {1: check_separation_v1},
     "lipschitz": {1: check_lipschitz_v1},
     "wasserstein": {1: check_wasserstein_v1},
+    "interpolation": {1: check_interpolation_v1},
 }
 """Known certificate kinds and, for each, the checker of each known version."""
 

@@ -300,7 +300,7 @@ def _log2_floor(q: flint.fmpq) -> int:
     return k
 
 
-def phase_kinks(s: np.ndarray, delta: np.ndarray) -> tuple[list, list, list]:
+def phase_kinks(s: np.ndarray, delta: np.ndarray) -> tuple[list, np.ndarray, list]:
     """Thresholds ``c_i`` and jumps ``J_i`` with ``Σ_i J_i (c_i − s_n)_+ = Δ_n`` for all n.
 
     Parameters
@@ -311,7 +311,7 @@ def phase_kinks(s: np.ndarray, delta: np.ndarray) -> tuple[list, list, list]:
     Returns
     -------
     c : list of fmpq, strictly decreasing, ``c_1 > s_1`` and ``s_i < c_i < s_{i−1}``
-    J : list of (k,) object arrays
+    J : (N, k) object array of fmpq
     m : list of int, the exponents ``m_i`` (``r_i = 2^{m_i}``)
 
     Guarantee: exact (proofs/bounds.md#interp-phase).
@@ -319,19 +319,9 @@ def phase_kinks(s: np.ndarray, delta: np.ndarray) -> tuple[list, list, list]:
     N = len(s)
     # c_1 - s_1: a power of two near the first gap (any positive number works)
     a = _pow2(_log2_floor(s[0] - s[1])) if N > 1 else flint.fmpq(1)
-    c = [s[0] + a]
-    J: list = []
-    ms: list[int] = []
-    g = np.full(delta.shape[1], flint.fmpq(0), dtype=object)
-    prev = np.full(delta.shape[1], flint.fmpq(0), dtype=object)
+    c, gaps_a, ms = [s[0] + a], [a], []
     M = 0
-    for i in range(N):
-        # slope of G on (c_{i+1}, c_i): through (c_i, g_i) and (s_i, Δ_i)
-        slope = (g - delta[i]) * (1 / a)
-        J.append(prev - slope)
-        prev = slope
-        if i + 1 == N:
-            break
+    for i in range(N - 1):
         gap = s[i] - s[i + 1]
         # largest m with a 2^m < gap, capped so that the running sum of exponents stays <= 0
         q = gap / a
@@ -339,14 +329,42 @@ def phase_kinks(s: np.ndarray, delta: np.ndarray) -> tuple[list, list, list]:
         if _pow2(m) == q:
             m -= 1
         m = min(m, -M)
-        r = _pow2(m)
-        b = a * r
+        b = a * _pow2(m)
         c.append(s[i] - b)
-        g = delta[i] + (delta[i] - g) * r
         a = gap - b
+        gaps_a.append(a)
         M += m
         ms.append(m)
+    # g_{i+1} = e_i - 2^{m_i} g_i with e_i = Δ_i (1 + 2^{m_i}) and g_1 = 0; with
+    # P_i = prod_{l<i} (-2^{m_l}) this is g_i / P_i = sum_{j<i} e_j / P_{j+1}: one prefix sum
+    P = [flint.fmpq(1)]
+    for m in ms:
+        P.append(-P[-1] * _pow2(m))
+    Pa = np.empty(N, dtype=object)
+    Pa[:] = P
+    e = np.empty((N - 1, 1), dtype=object)
+    e[:, 0] = [(1 + _pow2(m)) / P[j + 1] for j, m in enumerate(ms)]
+    zero = np.full((1, delta.shape[1]), flint.fmpq(0), dtype=object)
+    g = np.concatenate([zero, np.cumsum(delta[:-1] * e, axis=0)]) * Pa[:, None]
+    inv_a = np.empty((N, 1), dtype=object)
+    inv_a[:, 0] = [1 / x for x in gaps_a]
+    # slope of G on (c_{i+1}, c_i): through (c_i, g_i) and (s_i, Δ_i); J_i = slope_{i-1} - slope_i
+    slope = (g - delta) * inv_a
+    J = np.concatenate([zero, slope[:-1]]) - slope
     return c, J, ms
+
+
+def _piece(tau: flint.fmpq, W: np.ndarray, A: np.ndarray, b: np.ndarray) -> Piece:
+    """A :class:`Piece` from arrays that are already exact (every entry an fmpq, shapes
+    consistent, ``tau > 0``): skips the per-entry parsing of ``Piece.__post_init__``, which
+    dominates the cost at N = 10^5. ``_check_piece`` in the tests compares with the parsed
+    constructor."""
+    piece = object.__new__(Piece)
+    for name, value in (("duration", tau), ("W", W), ("A", A), ("b", b)):
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+        object.__setattr__(piece, name, value)
+    return piece
 
 
 def _phase_pieces(
@@ -362,21 +380,17 @@ def _phase_pieces(
     d = len(normal)
     row = np.empty(d, dtype=object)
     row[:] = [flint.fmpq(-k) for k in normal]
-    inv_tau = 1 / tau
-    if along is not None:
-        along_q = _obj(along)
+    Wt = J * (1 / tau) if along is None else (J * (1 / tau)) * _obj(along)[None, :]
     pieces = []
     for start in range(0, len(s), p):
         stop = min(start + p, len(s))
         k = stop - start
-        W = np.empty((d, k), dtype=object)
-        for col, i in enumerate(range(start, stop)):
-            W[:, col] = J[i] * inv_tau if along is None else along_q * (J[i][0] * inv_tau)
+        W = Wt[start:stop].T.copy()
         A = np.empty((k, d), dtype=object)
         A[:] = row[None, :]
         b = np.empty(k, dtype=object)
         b[:] = c[start:stop]
-        pieces.append(Piece(tau, W, A, b))
+        pieces.append(_piece(tau, W, A, b))
     return pieces, order
 
 

@@ -55,6 +55,8 @@ class InterpolationVerdict:
     method : str
         ``"laminar-exact"`` or the flow engine used.
     message : str
+    max_error_squared : flint.fmpq or None
+        ``max_n |Φ_T(x_n) − y_n|_2^2`` exactly (laminar schedules only, else None).
 
     Guarantee: ``exact`` is exact; ``max_error`` is a rigorous upper bound.
     """
@@ -66,6 +68,7 @@ class InterpolationVerdict:
     formula_switches: int
     method: str
     message: str = ""
+    max_error_squared: flint.fmpq | None = None
 
 
 # --- exact sqrt bound --------------------------------------------------------------------------
@@ -82,10 +85,6 @@ def sqrt_upper(q: flint.fmpq, bits: int = 64) -> flint.fmpq:
     k = max(0, bits - (num.bit_length() - den.bit_length()) // 2)
     # sqrt(num/den) = sqrt(num den 4^k) / (den 2^k) <= (isqrt(.) + 1) / (den 2^k)
     return flint.fmpq(math.isqrt(num * den << (2 * k)) + 1, den << k)
-
-
-def _max_norm_upper(diff_sq: list[flint.fmpq]) -> flint.fmpq:
-    return sqrt_upper(max(diff_sq)) if diff_sq else _ZERO
 
 
 # --- exact laminar evaluation ------------------------------------------------------------------
@@ -129,31 +128,29 @@ def _run_map(pieces, normal, lams, alpha, X: np.ndarray) -> np.ndarray:
     """``x + G(a·x)`` for a run: exact (proofs/bounds.md#interp-phase)."""
     N, d = X.shape
     s = X.dot(normal)
-    lin_slope = np.full(d, _ZERO, dtype=object)
-    lin_icpt = np.full(d, _ZERO, dtype=object)
-    groups: dict[bool, list] = {True: [], False: []}
-    for piece, lam in zip(pieces, lams, strict=True):
-        scales = piece.laminar_scales()
-        for i in range(piece.width):
-            c = piece.W[:, i] * piece.duration
-            mu, beta = scales[i] * lam, piece.b[i]
-            # sigma(z) = alpha z + (1 - alpha) z_+; (mu s + beta)_+ is active for s beyond -beta/mu
-            if alpha:
-                lin_slope = lin_slope + c * (alpha * mu)
-                lin_icpt = lin_icpt + c * (alpha * beta)
-            k = 1 - alpha
-            groups[mu > 0].append((-beta / mu, c * (k * mu), c * (k * beta)))
-    slope = np.tile(lin_slope, (N, 1))
-    icpt = np.tile(lin_icpt, (N, 1))
+    # one row per neuron: c = tau w, sigma(mu s + beta), mu = (scale) (lambda)
+    C = np.concatenate([piece.W.T * piece.duration for piece in pieces])
+    mu = np.empty(len(C), dtype=object)
+    mu[:] = [
+        c * lam for piece, lam in zip(pieces, lams, strict=True) for c in piece.laminar_scales()
+    ]
+    beta = np.concatenate([piece.b for piece in pieces])
+    out = X.copy()
+    if alpha:  # sigma(z) = alpha z + (1 - alpha) z_+: the alpha part is linear in s everywhere
+        out = out + np.outer(s, (C * (alpha * mu)[:, None]).sum(axis=0))
+        out = out + (C * (alpha * beta)[:, None]).sum(axis=0)[None, :]
+    C = C * (1 - alpha)
     zero_row = np.full((1, d), _ZERO, dtype=object)
-    for positive, items in groups.items():
-        if not items:
+    for positive in (True, False):
+        sel = np.array([(m > 0) == positive for m in mu], dtype=bool)
+        if not sel.any():
             continue
-        items.sort(key=lambda it: it[0])
-        brk = np.empty(len(items), dtype=object)
-        brk[:] = [it[0] for it in items]
-        sl = np.array([it[1] for it in items], dtype=object).reshape(len(items), d)
-        ic = np.array([it[2] for it in items], dtype=object).reshape(len(items), d)
+        m_, b_, c_ = mu[sel], beta[sel], C[sel]
+        brk = -b_ / m_
+        order = sorted(range(len(brk)), key=brk.__getitem__)
+        brk, m_, b_, c_ = brk[order], m_[order], b_[order], c_[order]
+        sl, ic = c_ * m_[:, None], c_ * b_[:, None]
+        # (mu s + beta)_+ is active where s is beyond the breakpoint -beta/mu
         if positive:  # active where breakpoint < s: prefix sums
             idx = np.searchsorted(brk, s, side="left")
             cs = np.concatenate([zero_row, np.cumsum(sl, axis=0)])
@@ -162,9 +159,8 @@ def _run_map(pieces, normal, lams, alpha, X: np.ndarray) -> np.ndarray:
             idx = np.searchsorted(brk, s, side="right")
             cs = np.concatenate([np.cumsum(sl[::-1], axis=0)[::-1], zero_row])
             ci = np.concatenate([np.cumsum(ic[::-1], axis=0)[::-1], zero_row])
-        slope = slope + cs[idx]
-        icpt = icpt + ci[idx]
-    return X + slope * s[:, None] + icpt
+        out = out + cs[idx] * s[:, None] + ci[idx]
+    return out
 
 
 def laminar_images(schedule: Schedule, X: np.ndarray) -> np.ndarray:
@@ -235,9 +231,10 @@ def verify_interpolation(
     formula = formula_switches(N, schedule.width, "general")
     if schedule.activation.is_piecewise_linear and schedule.is_laminar():
         images = laminar_images(schedule, Xq)
-        exact = bool(np.all(images == Yq))
-        err = _ZERO if exact else _max_norm_upper(_squared_errors(images, Yq))
-        return InterpolationVerdict("VERIFIED", exact, err, L, formula, "laminar-exact")
+        sq = max(_squared_errors(images, Yq))
+        return InterpolationVerdict(
+            "VERIFIED", sq == 0, sqrt_upper(sq), L, formula, "laminar-exact", "", sq
+        )
     from certified.flow.api import enclose_flow
 
     res = enclose_flow(schedule, Xq, prec=prec)
@@ -254,7 +251,7 @@ def verify_interpolation(
             e = max(abs(to_fmpq(float(lo[n, k])) - y), abs(to_fmpq(float(hi[n, k])) - y))
             total += e * e
         sq.append(total)
-    err = _max_norm_upper(sq)
+    err = sqrt_upper(max(sq))
     exact = res.exact is not None and bool(np.all(res.exact[-1] == Yq))
     return InterpolationVerdict("VERIFIED", exact, _ZERO if exact else err, L, formula, method)
 

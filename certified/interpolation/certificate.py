@@ -1,0 +1,166 @@
+"""Certificates of kind ``interpolation`` (v1, proofs/interpolation.md), producer side, and the
+``certified interpolate`` command.
+
+The certificate holds the data (``X``, ``Y``), the schedule (the schedule file format), the claim
+(``result`` "exact" or "max-error", ``max_error_squared`` = max_n |Φ_T(x_n) − y_n|^2 exactly, switch counts, variant)
+and, as hints, the phases: consecutive pieces sharing a normal, which the checker replays as
+``x + G(a·x)`` (certified/checker/_interpolation_rule.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from certified.arith.exact import fmpq_to_str
+from certified.certificates import exact_number
+from certified.errors import InputError
+from certified.interpolation.construct import Interpolation, construct_interpolation
+from certified.interpolation.verify import InterpolationVerdict, verify_interpolation
+from certified.models import Schedule
+
+__all__ = ["add_parser", "interpolation_certificate", "run"]
+
+
+def _numbers(a: np.ndarray) -> list:
+    return np.vectorize(exact_number, otypes=[object])(a).tolist()
+
+
+def _schedule_json(schedule: Schedule) -> dict[str, Any]:
+    return {
+        "dimension": schedule.dimension,
+        "activation": schedule.activation.value,
+        "pieces": [
+            {
+                "duration": exact_number(p.duration),
+                "W": _numbers(p.W),
+                "A": _numbers(p.A),
+                "b": _numbers(p.b),
+            }
+            for p in schedule.pieces
+        ],
+    }
+
+
+def interpolation_certificate(
+    interp: Interpolation,
+    schedule: Schedule | None = None,
+    verdict: InterpolationVerdict | None = None,
+) -> dict[str, Any]:
+    """The ``interpolation`` certificate of a construction (or of ``schedule``, e.g. its
+    :func:`export_float64`, with the construction's phases).
+
+    Raises
+    ------
+    InputError
+        The schedule is not laminar ReLU (no exact replay: use ``certified flow``).
+
+    Guarantee: none (producer); ``certified check`` decides.
+    """
+    schedule = interp.schedule if schedule is None else schedule
+    if verdict is None:
+        verdict = verify_interpolation(interp.X, interp.Y, schedule)
+    if verdict.max_error_squared is None or schedule.activation.value != "relu":
+        raise InputError(
+            "schedule: not laminar ReLU, so no exact interpolation certificate; certify its "
+            "flow with `certified flow` instead"
+        )
+    phases = []
+    for phase in interp.hints["phases"]:
+        lo, hi = phase["pieces"]
+        phases.append({"pieces": [lo, hi], "normal": _numbers(schedule.pieces[lo].A[0])})
+    return {
+        "kind": "interpolation",
+        "version": 1,
+        "instance": {
+            "X": _numbers(interp.X),
+            "Y": _numbers(interp.Y),
+            "schedule": _schedule_json(schedule),
+        },
+        "claim": {
+            "result": "exact" if verdict.exact else "max-error",
+            "max_error_squared": exact_number(verdict.max_error_squared),
+            "switches": schedule.switches,
+            "formula_switches": interp.formula_switches,
+            "variant": interp.variant,
+        },
+        "hints": {"phases": phases},
+    }
+
+
+# --- command line ------------------------------------------------------------------------------
+
+
+def add_parser(sub) -> None:
+    """Register ``certified interpolate`` on the ``certified`` parser's subparsers."""
+    c = sub.add_parser(
+        "interpolate",
+        help="exact interpolation of point pairs by a ReLU neural ODE, with a certificate",
+    )
+    c.add_argument("--data", type=Path, required=True, help='dataset {"X": n×d, "Y": n×d}')
+    c.add_argument("--width", type=int, required=True, help="neurons per piece p >= 1")
+    c.add_argument("--time", default="1", help="final time T > 0, exact (1, 1/2, ...)")
+    c.add_argument("--variant", choices=("auto", "general", "high-dim"), default="auto")
+    c.add_argument(
+        "--float",
+        action="store_true",
+        help="export float64 parameters; certify their flow's error instead of exactness",
+    )
+    c.add_argument("--out", type=Path, required=True, help="certificate file to write")
+    c.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``certified interpolate``; CertifiedError / OSError propagate (exit 2)."""
+    from certified.certificates import write_certificate
+    from certified.checker import check_certificate
+    from certified.interpolation.verify import export_float64
+    from certified.io import read_dataset
+
+    t0 = time.perf_counter()
+    X, Y = read_dataset(args.data)
+    interp = construct_interpolation(X, Y, args.width, time=args.time, variant=args.variant)
+    schedule = interp.schedule
+    if args.float:
+        schedule, _ = export_float64(interp)
+    verdict = verify_interpolation(interp.X, interp.Y, schedule)
+    cert = interpolation_certificate(interp, schedule, verdict)
+    check = check_certificate(cert)  # re-checked before anything is written
+    path = write_certificate(args.out, cert) if check.verified else None
+    ok = check.verified and verdict.verdict == "VERIFIED"
+    message = (
+        "" if check.verified else f"the checker did not accept the certificate: {check.reason}"
+    )
+    if args.json:
+        out = {
+            "command": "interpolate",
+            "verdict": "VERIFIED" if ok else "UNDECIDED",
+            "certificate": None if path is None else str(path),
+            "seconds": time.perf_counter() - t0,
+            "switches": verdict.switches,
+            "formula_switches": interp.formula_switches,
+            "exact": verdict.exact,
+            "max_error": None if verdict.max_error is None else fmpq_to_str(verdict.max_error),
+            "variant": interp.variant,
+            "message": message,
+        }
+        json.dump(out, sys.stdout)
+        print()
+    else:
+        N, d = interp.X.shape
+        what = "exactly" if verdict.exact else f"within {float(verdict.max_error):.3g}"
+        print(
+            f"{interp.variant}: N={N} d={d} p={schedule.width}: Phi_T(x_n) = y_n {what}; "
+            f"L = {verdict.switches} switches (formula {interp.formula_switches})"
+        )
+        print("VERIFIED" + (f": certificate written to {path}" if path else f": {message}"))
+    if path is None:
+        print(f"certified interpolate: {message}", file=sys.stderr)
+        return 1
+    return 0
