@@ -90,6 +90,7 @@ class VecPiece:
     check: np.ndarray  # (p,) bool: neurons whose sign matters
     linear: np.ndarray  # (p,) bool: slope 1 on both sides (alpha = 1)
     anorm: np.ndarray  # (p,) upper bounds of |a_i|_2
+    nu: np.ndarray  # (p,) upper bounds of |w_i|_2 |a_i|_2 >= ||sym(w_i a_i^T)||_2
     L: float  # upper bound of ||W||_2 ||A||_2 >= Lipschitz constant of f
     Sflat: np.ndarray  # (p, d*d) fl(sym(w_i a_i^T))
     Erow: np.ndarray  # (d,) rounding bound of Gershgorin rows
@@ -127,6 +128,7 @@ def vec_piece(piece: ReluPiece) -> VecPiece | None:
     check = np.array([r == "kink" for r in roles])
     linear = np.array([r == "linear" for r in roles])
     anorm = _norm2_up(A)
+    nu = _upn(_norm2_up(W.T) * anorm)
     L = _upn(_gram_norm_up(W) * _gram_norm_up(A))
     L = max(L, 2.0**-20)
     # symmetric parts of w_i a_i^T and the rounding bound of their masked sums
@@ -163,6 +165,7 @@ def vec_piece(piece: ReluPiece) -> VecPiece | None:
         check=check,
         linear=linear,
         anorm=anorm,
+        nu=nu,
         L=L,
         Sflat=np.ascontiguousarray(Sflat),
         Erow=Erow,
@@ -201,7 +204,7 @@ def _mask(vp: VecPiece, z0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sm, sr
 
 
-def _region_step(vp: VecPiece, c: np.ndarray, r: np.ndarray, h_ticks: np.ndarray):
+def _region_step(vp: VecPiece, c: np.ndarray, r: np.ndarray, h_ticks: np.ndarray, cache=None):
     """Try one region step of ``h_ticks`` ticks from each ``B(c, r)``; where it fails because a
     neuron is predicted to cross at ``theta * h``, try the same polynomial truncated just
     before the crossing.
@@ -269,8 +272,22 @@ def _region_step(vp: VecPiece, c: np.ndarray, r: np.ndarray, h_ticks: np.ndarray
     rho = _upn(coef * _norm2_up(_upn(np.abs(ym[1]) + yr[1])))
     # log-norm of the region's matrix, at most L (proofs/bounds.md#relu-vec-lognorm)
     mask = np.where(active, 1.0, a_m)
+    Srows = mask @ vp.Sflat  # symmetric parts, flattened (any summation order: Erow)
     mu = np.empty(n)
-    kern.gershgorin_mu(mask, vp.Sflat, vp.Erow, d, mu)
+    kern.gershgorin_mu(Srows, vp.Erow, d, mu)
+    if cache is not None:
+        # verified lambda_max once per point and piece (at its first step), then corrected by
+        # |Delta s_i| ||S_i||_2 <= nu_i for every neuron whose slope changed since
+        c_mask, c_mu = cache
+        fresh = np.isinf(c_mu)
+        if fresh.any():
+            mv = np.empty(int(fresh.sum()))
+            kern.lmax_verified(np.ascontiguousarray(Srows[fresh]), vp.Erow, d, mv)
+            c_mu[fresh] = mv
+            c_mask[fresh] = active[fresh]
+        changed = (active != c_mask) & vp.check[None, :]
+        corr = _upn((changed * vp.nu[None, :]).sum(axis=1) * (1.0 + 2.0 * (p + 2) * U))
+        mu = np.minimum(mu, _upn(c_mu + corr))
     mu = np.clip(mu, 0.0, vp.L)
     x = _upn(h * mu)  # <= 1/2
     growth = _upn(1.0 + _upn(x + _upn(x * x)))  # e^x <= 1 + x + x^2 on [0, 1]
@@ -322,22 +339,23 @@ def _predict(zm: np.ndarray, want_pos: np.ndarray, failing: np.ndarray, margin: 
     failing neurons (untrusted: only used to choose steps); 1 where none is found. Also a gap
     (in theta) to keep before the crossing so that the neuron clears 8 margins there."""
     K, n, _ = zm.shape
-    grid = np.linspace(0.0, 1.0, 65)
-    powers = grid[None, :] ** np.arange(K)[:, None]  # (K, 65)
-    q = np.einsum("knp,kg->npg", zm, powers)
-    sgn = np.where(want_pos, 1.0, -1.0)
-    viol = (q * sgn[:, :, None] < 0) & failing[:, :, None]
-    viol[:, :, 0] = False
-    any_v = viol.any(axis=2)
     theta = np.ones(n)
     gap = np.zeros(n)
-    tt, jj = np.nonzero(any_v)
+    tt, jj = np.nonzero(failing)
     if tt.size == 0:
         return theta, gap
-    first = viol[tt, jj].argmax(axis=1)
-    a, b = grid[first - 1], grid[first]
+    grid = np.linspace(0.0, 1.0, 65)
     coeffs = zm[:, tt, jj]  # (K, m)
-    s = sgn[tt, jj]
+    q = (grid[:, None] ** np.arange(K)[None, :]) @ coeffs  # (65, m)
+    s = np.where(want_pos[tt, jj], 1.0, -1.0)
+    viol = q * s[None, :] < 0
+    viol[0] = False
+    hit = viol.any(axis=0)
+    tt, jj, coeffs, s, viol = tt[hit], jj[hit], coeffs[:, hit], s[hit], viol[:, hit]
+    if tt.size == 0:
+        return theta, gap
+    first = viol.argmax(axis=0)
+    a, b = grid[first - 1], grid[first]
     for _ in range(50):
         mid = 0.5 * (a + b)
         val = np.zeros_like(mid)
@@ -427,6 +445,8 @@ def flow_vectorised(pieces: list[VecPiece], c0: np.ndarray, r0: np.ndarray):
         window = np.zeros(n, dtype=bool)
         w_min = max(1, int(vp.h_ticks * _W_MIN_REL))
         win_len = np.full(n, w_min, dtype=np.int64)
+        cache_mask = np.zeros((n, vp.b.shape[0]), dtype=bool)
+        cache_mu = np.full(n, np.inf)
         it = 0
         while True:
             left = vp.tau_ticks - t
@@ -441,7 +461,11 @@ def flow_vectorised(pieces: list[VecPiece], c0: np.ndarray, r0: np.ndarray):
             reg = act[~window[act]]
             if reg.size:
                 h_t = np.minimum(h_try[reg], left[reg])
-                ok, steps, cn, rn, fail0, theta, gap = _region_step(vp, c[reg], r[reg], h_t)
+                sub = (cache_mask[reg], cache_mu[reg])
+                ok, steps, cn, rn, fail0, theta, gap = _region_step(
+                    vp, c[reg], r[reg], h_t, cache=sub
+                )
+                cache_mask[reg], cache_mu[reg] = sub
                 good = reg[ok]
                 c[good], r[good] = cn[ok], rn[ok]
                 t[good] += steps[ok]

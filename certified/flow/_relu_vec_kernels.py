@@ -16,6 +16,7 @@ __all__ = [
     "FLOOR",
     "gershgorin_mu",
     "horner_rows",
+    "lmax_verified",
     "point_prep",
     "rad_finish",
     "region_test",
@@ -92,28 +93,20 @@ def y_finish(Ym, What, F, g, Yr, V, Sm, Sr):
 
 
 @kernel
-def gershgorin_mu(mask, Sflat, Erow, d, out):
-    """Upper bound of ``lambda_max(sum_i mask[n, i] S_i)`` for each row ``n`` of ``mask``
-    (Gershgorin discs of the symmetric matrix), ``S_i`` given flattened in ``Sflat[i]``;
-    ``Erow[j]`` bounds row ``j``'s accumulated rounding (proofs/bounds.md#relu-vec-lognorm)."""
-    n, p = mask.shape
-    acc = np.empty(d * d)
+def gershgorin_mu(Srows, Erow, d, out):
+    """Upper bound of ``lambda_max`` of each symmetric matrix ``Srows[n]`` (flattened d x d,
+    the float sum ``sum_i mask[n, i] S_i``) by Gershgorin discs; ``Erow[j]`` bounds row ``j``'s
+    accumulated rounding (proofs/bounds.md#relu-vec-lognorm)."""
+    n = Srows.shape[0]
     fac = 2.0 * (d + 2) * U
     for t in range(n):
-        for e in range(d * d):
-            acc[e] = 0.0
-        for i in range(p):
-            s = mask[t, i]
-            if s != 0.0:
-                for e in range(d * d):
-                    acc[e] += s * Sflat[i, e]
         best = -np.inf
         for j in range(d):
-            row = acc[j * d + j]
+            row = Srows[t, j * d + j]
             absrow = abs(row)
             for k in range(d):
                 if k != j:
-                    a = abs(acc[j * d + k])
+                    a = abs(Srows[t, j * d + k])
                     row += a
                     absrow += a
             bound = up(up(row + up(absrow * fac)) + Erow[j])
@@ -202,3 +195,140 @@ def horner_rows(ym, yr, th_m, th_r, out_m, out_r):
                 r = up(up(r + yr[k, t, j]) + up(PHI * abs(m) + ETA))
             out_m[t, j] = m
             out_r[t, j] = r
+
+
+@kernel
+def lmax_verified(Srows, Erow, d, out):
+    """Tighter upper bound of ``lambda_max(sum_i mask[n, i] S_i)`` than Gershgorin's, per row
+    ``n``: Lanczos estimate ``theta``, then ``t`` slightly above it with ``t I - S = R^T R + E``
+    from a floating Cholesky factor ``R``; ``lambda_max(S) <= t + ||E||_F`` (Weyl, ``R^T R``
+    positive semidefinite) plus the accumulated rounding of ``S`` (``max Erow``).
+    ``out[n] = inf`` when the Cholesky fails. proofs/bounds.md#relu-vec-lognorm."""
+    n = Srows.shape[0]
+    S = np.empty((d, d))
+    Q = np.empty((d + 1, d))
+    alpha = np.empty(d)
+    beta = np.empty(d + 1)
+    w = np.empty(d)
+    R = np.zeros((d, d))
+    emax = 0.0
+    for j in range(d):
+        emax = max(emax, Erow[j])
+    g2 = 2.0 * (d + 2) * U
+    for t_ in range(n):
+        for j in range(d):
+            for k in range(d):
+                S[j, k] = Srows[t_, j * d + k]
+        g_hi = -np.inf
+        g_lo = np.inf
+        for j in range(d):
+            off = 0.0
+            for k in range(d):
+                if k != j:
+                    off += abs(S[j, k])
+            g_hi = max(g_hi, S[j, j] + off)
+            g_lo = min(g_lo, S[j, j] - off)
+        scale = max(abs(g_hi), abs(g_lo), 1e-300)
+        # Lanczos with full reorthogonalisation (an estimate only)
+        nrm = 0.0
+        for j in range(d):
+            Q[0, j] = 1.0 + 0.37 * j
+            nrm += Q[0, j] * Q[0, j]
+        nrm = np.sqrt(nrm)
+        for j in range(d):
+            Q[0, j] /= nrm
+        m = 0
+        beta[0] = 0.0
+        for it in range(d):
+            for j in range(d):
+                acc = 0.0
+                for k in range(d):
+                    acc += S[j, k] * Q[it, k]
+                w[j] = acc
+            a = 0.0
+            for j in range(d):
+                a += w[j] * Q[it, j]
+            alpha[it] = a
+            m = it + 1
+            for _rep in range(1):
+                for q_ in range(it + 1):
+                    c = 0.0
+                    for j in range(d):
+                        c += w[j] * Q[q_, j]
+                    for j in range(d):
+                        w[j] -= c * Q[q_, j]
+            b = 0.0
+            for j in range(d):
+                b += w[j] * w[j]
+            b = np.sqrt(b)
+            beta[it + 1] = b
+            if b <= 1e-12 * scale or it + 1 == min(d, 8):
+                break
+            for j in range(d):
+                Q[it + 1, j] = w[j] / b
+        # largest eigenvalue of the tridiagonal (alpha, beta) by bisection (Sturm counts)
+        lo_ = g_lo - 1.0
+        hi_ = g_hi + 1.0
+        for _ in range(60):
+            x = 0.5 * (lo_ + hi_)
+            cnt = 0
+            q = 1.0
+            for k in range(m):
+                bb = beta[k] * beta[k] if k > 0 else 0.0
+                q = alpha[k] - x - (bb / q if k > 0 else 0.0)
+                if q == 0.0:
+                    q = 1e-300
+                if q < 0.0:
+                    cnt += 1
+            if cnt == m:  # every eigenvalue below x
+                hi_ = x
+            else:
+                lo_ = x
+        theta = hi_
+        best = np.inf
+        for frac in (0.01, 0.1, 0.5, 1.0):
+            tt = theta + frac * (g_hi - theta) + 1e-10 * scale
+            ok = True
+            for j in range(d):
+                for k in range(d):
+                    R[j, k] = 0.0
+            for j in range(d):
+                acc = tt - S[j, j]
+                for q_ in range(j):
+                    acc -= R[q_, j] * R[q_, j]
+                if not acc > 0.0:
+                    ok = False
+                    break
+                rjj = np.sqrt(acc)
+                R[j, j] = rjj
+                for k in range(j + 1, d):
+                    acc = -S[j, k]
+                    for q_ in range(j):
+                        acc -= R[q_, j] * R[q_, k]
+                    R[j, k] = acc / rjj
+            if not ok:
+                continue
+            # ||E||_F for E = (tt I - S) - R^T R, bounded entrywise (all terms nonnegative);
+            # sum_l |R_lj||R_lk| <= c_j c_k (Cauchy-Schwarz), c_j >= the column norms of R
+            for j in range(d):
+                cs = 0.0
+                for q_ in range(j + 1):
+                    cs += R[q_, j] * R[q_, j]
+                w[j] = up(np.sqrt(up(cs * (1.0 + 2.0 * (d + 2) * U))))
+            f2 = 0.0
+            for j in range(d):
+                for k in range(j, d):
+                    tjk = (tt - S[j, j]) if j == k else -S[j, k]
+                    dot = 0.0
+                    for q_ in range(j + 1):
+                        dot += R[q_, j] * R[q_, k]
+                    e = tjk - dot
+                    bound = up(abs(e) * (1.0 + 4.0 * U)) + up(g2 * up(w[j] * w[k]))
+                    bound = up(up(bound + up(2.0 * U * abs(tjk))) + 2.0**-900)
+                    sq = up(bound * bound)
+                    f2 = up(f2 + (sq if j == k else up(2.0 * sq)))
+            f2 = up(f2 * (1.0 + 2.0 * (d * d + 2) * U))
+            enorm = up(np.sqrt(f2))
+            best = up(up(tt + enorm) + emax)
+            break
+        out[t_] = best

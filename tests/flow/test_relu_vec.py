@@ -230,3 +230,32 @@ def test_bad_input():
         relu_flow_vectorised([W], [A], [b], ["-1"], np.zeros((1, 2)))
     with pytest.raises(InputError):
         relu_flow_vectorised([], [], [], [], np.zeros((1, 2)))
+
+
+# --- the verified lambda_max bound (proofs/bounds.md#relu-vec-lognorm) --------------------------
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    d=st.integers(1, 16),
+    scale=st.sampled_from([1e-6, 1.0, 1e3]),
+    rank1=st.booleans(),
+)
+def test_lmax_bound_is_above_the_true_top_eigenvalue(seed, d, scale, rank1):
+    """Against mpmath's symmetric eigensolver at 40 digits on the exact float matrix."""
+    import mpmath
+
+    rng = np.random.default_rng(seed)
+    B = rng.normal(size=(d, d)) * scale
+    S = B[:, :1] @ B[:, :1].T if rank1 else 0.5 * (B + B.T)  # rank one: eigenvalues 0 and |b|^2
+    out = np.empty(1)
+    kern.lmax_verified(np.ascontiguousarray(S.reshape(1, -1)), np.zeros(d), d, out)
+    g = np.empty(1)
+    kern.gershgorin_mu(np.ascontiguousarray(S.reshape(1, -1)), np.zeros(d), d, g)
+    with mpmath.workdps(40):
+        ev = mpmath.eigsy(mpmath.matrix(S.tolist()), eigvals_only=True)
+        top = max(ev)
+        assert mpmath.mpf(float(out[0])) >= top  # inf (Cholesky failed) also passes
+        assert mpmath.mpf(float(g[0])) >= top
+    assert np.isfinite(out[0])
