@@ -1,7 +1,7 @@
 """Kind ``interpolation`` v1 (proofs/interpolation.md): a ReLU schedule of laminar phases maps
-each x_n to y_n (or within the claimed squared error). Each phase (consecutive pieces, every
-row of A a nonzero multiple of the hinted normal a, every w_i orthogonal to a) is replayed
-exactly as x + G(a.x): breakpoints sorted once, slopes and intercepts by prefix sums."""
+each x_n to y_n (claim: max_n |Phi_T(x_n) - y_n|^2 exactly). A phase is a run of pieces whose
+rows of A are nonzero multiples of the hinted normal a and whose w_i are orthogonal to a; it is
+replayed exactly as x + G(a.x): breakpoints sorted once, slopes and intercepts by prefix sums."""
 
 from __future__ import annotations
 
@@ -11,82 +11,59 @@ from typing import Any
 
 import flint
 
-from ._parse import MAX_HEIGHT_BITS, Rejected, array, exact, fields, matrix, small_integer, string
+from ._parse import MAX_HEIGHT_BITS as H
+from ._parse import Rejected, array, exact, fields, matrix, small_integer, string, vector
 
 _ZERO = flint.fmpq(0)
+_CLAIM = ("result", "max_error_squared", "switches", "formula_switches", "variant")
 
 
-def _too_high(values: list, where: str) -> None:
-    if any(q.height_bits() > MAX_HEIGHT_BITS for q in values):
-        raise Rejected(f"resource limit: {where}: a number beyond {MAX_HEIGHT_BITS} bits")
-
-
-def _sums(rows: list[list], d: int, reverse: bool) -> list[list]:
-    """Prefix sums (suffix sums when ``reverse``) with a zero row at the open end."""
-    acc, out = [_ZERO] * d, [[_ZERO] * d]
-    for i, row in enumerate(reversed(rows) if reverse else rows):
-        acc = [u + v for u, v in zip(acc, row, strict=True)]
-        out.append(acc)
-        if i % 512 == 511:
-            _too_high(acc, "prefix sums")
-    return out[::-1] if reverse else out
-
-
-def _piece(value: Any, where: str, d: int, a: list) -> tuple[list, list]:
-    """Terms (breakpoint, mu, tau*w*mu, tau*w*beta) of a laminar piece with normal a."""
+def _piece(value: Any, where: str, d: int, a: list, terms: dict) -> list:
+    # each neuron sigma(mu a.x + beta) adds (breakpoint, tau w mu ++ tau w beta) to terms
     fields(value, where, ("duration", "W", "A", "b"))
     tau = exact(value["duration"], f"{where}.duration")
-    if tau <= 0:
-        raise Rejected(f"{where}.duration: not positive")
     W = matrix(value["W"], f"{where}.W", d, None)
     p = len(W[0])
-    A = matrix(value["A"], f"{where}.A", p, d)
-    b = [exact(x, f"{where}.b[{i}]") for i, x in enumerate(array(value["b"], f"{where}.b", p))]
+    A, b = matrix(value["A"], f"{where}.A", p, d), vector(value["b"], f"{where}.b", p)
     k = next(j for j, x in enumerate(a) if x)
-    terms: dict[bool, list] = {True: [], False: []}
     for i in range(p):
-        mu = A[i][k] / a[k]
-        w = [tau * W[r][i] for r in range(d)]
-        if mu == 0 or any(A[i][j] != mu * a[j] for j in range(d)):
-            raise Rejected(f"{where}.A[{i}]: not a nonzero multiple of the phase normal")
+        mu, w = A[i][k] / a[k], [tau * W[r][i] for r in range(d)]
+        if tau <= 0 or mu == 0 or any(A[i][j] != mu * a[j] for j in range(d)):
+            raise Rejected(f"{where}: duration <= 0 or A[{i}] not a nonzero multiple of the normal")
         if sum((x * y for x, y in zip(a, w, strict=True) if x), _ZERO) != 0:
             raise Rejected(f"{where}.W: column {i} is not orthogonal to the phase normal")
-        terms[mu > 0].append((-b[i] / mu, [x * mu for x in w], [x * b[i] for x in w]))
-    return terms, [tau, W, A, b]
+        terms[mu > 0].append((-b[i] / mu, [x * mu for x in w] + [x * b[i] for x in w]))
+    return [W, A, b]
 
 
 def _phase(X: list, a: list, terms: dict, d: int) -> list:
-    nz = [(j, x) for j, x in enumerate(a) if x]
-    s = [sum((x[j] * c for j, c in nz), _ZERO) for x in X]
-    slope = [[_ZERO] * d for _ in X]
-    icpt = [[_ZERO] * d for _ in X]
+    s = [sum((x[j] * c for j, c in enumerate(a) if c), _ZERO) for x in X]
+    coef = [[_ZERO] * (2 * d) for _ in X]  # slope ++ intercept of G at each point
     for positive, items in terms.items():
         items.sort(key=lambda t: t[0])
-        brk = [t[0] for t in items]
-        sl, ic = (
-            _sums([t[1] for t in items], d, not positive),
-            _sums([t[2] for t in items], d, not positive),
-        )
-        find = bisect_left if positive else bisect_right  # active where mu s + beta > 0
+        acc, sums = [_ZERO] * (2 * d), [[_ZERO] * (2 * d)]
+        for i, (_, row) in enumerate(items if positive else reversed(items)):
+            acc = [u + v for u, v in zip(acc, row, strict=True)]
+            sums.append(acc)
+            if i % 512 == 511 and any(q.height_bits() > H for q in acc):
+                raise Rejected(f"resource limit: prefix sums beyond {H} bits")
+        sums, brk = sums if positive else sums[::-1], [t[0] for t in items]
+        find = bisect_left if positive else bisect_right  # active iff mu (s - breakpoint) > 0
         for n, sn in enumerate(s):
-            i = find(brk, sn)
-            slope[n] = [u + v for u, v in zip(slope[n], sl[i], strict=True)]
-            icpt[n] = [u + v for u, v in zip(icpt[n], ic[i], strict=True)]
+            coef[n] = [u + v for u, v in zip(coef[n], sums[find(brk, sn)], strict=True)]
     out = [
-        [x + u * sn + v for x, u, v in zip(X[n], slope[n], icpt[n], strict=True)]
-        for n, sn in enumerate(s)
+        [x + c[k] * t + c[d + k] for k, x in enumerate(y)]
+        for y, c, t in zip(X, coef, s, strict=True)
     ]
-    _too_high([q for row in out for q in row], "phase images")
+    if any(q.height_bits() > H for row in out for q in row):
+        raise Rejected(f"resource limit: phase images beyond {H} bits")
     return out
 
 
 def check_interpolation_v1(instance: Any, claim: Any, hints: Any) -> str:
     """Check an interpolation certificate; return a summary or raise Rejected."""
     fields(instance, "instance", ("X", "Y", "schedule"))
-    fields(
-        claim, "claim", ("result", "max_error_squared", "switches", "formula_switches", "variant")
-    )
-    fields(hints, "hints", ("phases",))
+    fields(claim, "claim", _CLAIM)
     X = matrix(instance["X"], "instance.X", None, None)
     N, d = len(X), len(X[0])
     Y = matrix(instance["Y"], "instance.Y", N, d)
@@ -94,47 +71,35 @@ def check_interpolation_v1(instance: Any, claim: Any, hints: Any) -> str:
     small_integer(sched["dimension"], "instance.schedule.dimension", d, d)
     string(sched["activation"], "instance.schedule.activation", ("relu",))
     pieces = array(sched["pieces"], "instance.schedule.pieces")
-    phases = array(hints["phases"], "hints.phases")
     start, parsed = 0, []
-    for h, phase in enumerate(phases):
-        fields(phase, f"hints.phases[{h}]", ("pieces", "normal"))
-        lo, hi = (
-            small_integer(x, f"hints.phases[{h}].pieces", 0, len(pieces))
-            for x in array(phase["pieces"], f"hints.phases[{h}].pieces", 2)
-        )
-        a = [
-            exact(x, f"hints.phases[{h}].normal")
-            for x in array(phase["normal"], f"hints.phases[{h}].normal", d)
-        ]
+    for h, phase in enumerate(array(fields(hints, "hints", ("phases",))["phases"], "hints.phases")):
+        where = f"hints.phases[{h}]"
+        fields(phase, where, ("pieces", "normal"))
+        lo, hi = (small_integer(x, where, 0, len(pieces)) for x in array(phase["pieces"], where, 2))
+        a = vector(phase["normal"], f"{where}.normal", d)
         if lo != start or hi <= lo or not any(a):
-            raise Rejected(f"hints.phases[{h}]: pieces not consecutive from {start}, or normal 0")
+            raise Rejected(f"{where}: pieces not consecutive from {start}, or normal 0")
         terms: dict[bool, list] = {True: [], False: []}
         for j in range(lo, hi):
-            t, piece = _piece(pieces[j], f"instance.schedule.pieces[{j}]", d, a)
-            terms[True] += t[True]
-            terms[False] += t[False]
-            parsed.append(piece)
-        X = _phase(X, a, terms, d)
-        start = hi
+            parsed.append(_piece(pieces[j], f"instance.schedule.pieces[{j}]", d, a, terms))
+        X, start = _phase(X, a, terms, d), hi
     if start != len(pieces):
         raise Rejected(f"hints.phases: cover pieces [0, {start}) of {len(pieces)}")
     err = max(
         sum(((x - y) * (x - y) for x, y in zip(u, v, strict=True)), _ZERO)
         for u, v in zip(X, Y, strict=True)
     )
-    if exact(claim["max_error_squared"], "claim.max_error_squared") != err:
-        raise Rejected("claim.max_error_squared: not the replayed max_n |Phi_T(x_n) - y_n|^2")
     result = string(claim["result"], "claim.result", ("exact", "max-error"))
-    if (result == "exact") != (err == 0):
-        raise Rejected(f"claim.result: {result} but max_n |Phi_T(x_n) - y_n|^2 = {err}")
-    switches = sum(1 for p, q in pairwise(parsed) if p[1:] != q[1:])
-    width = max(len(p[3]) for p in parsed)
-    K = -(-N // width)
+    if exact(claim[_CLAIM[1]], "claim.max_error_squared") != err or (result == "exact") != (
+        err == 0
+    ):
+        raise Rejected(f"claim: max_error_squared or result differ from the replay's {err}")
+    switches, width = sum(1 for p, q in pairwise(parsed) if p != q), max(len(p[2]) for p in parsed)
     variant = string(claim["variant"], "claim.variant", ("general", "high-dim"))
-    formula = 2 * K - 1 if variant == "general" else K - 1
-    if small_integer(claim["switches"], "claim.switches", 0, 10**9) != switches:
-        raise Rejected(f"claim.switches: the schedule has {switches} switches")
-    if small_integer(claim["formula_switches"], "claim.formula_switches", 0, 10**9) != formula:
-        raise Rejected(f"claim.formula_switches: {variant} gives {formula} for N={N}, p={width}")
-    what = "Phi_T(x_n) = y_n exactly" if err == 0 else f"max |Phi_T(x_n) - y_n|^2 = {err}"
-    return f"N={N} d={d} p={width} L={switches}: {what}"
+    formula = (2 if variant == "general" else 1) * -(-N // width) - 1
+    if [small_integer(claim[k], f"claim.{k}", 0, 10**9) for k in _CLAIM[2:4]] != [
+        switches,
+        formula,
+    ]:
+        raise Rejected(f"claim: switches {switches}, formula ({variant} N={N} p={width}) {formula}")
+    return f"N={N} d={d} p={width} L={switches}: max_n |Phi_T(x_n) - y_n|^2 = {err}"
