@@ -1,11 +1,11 @@
 """Kind ``interpolation`` v1 (proofs/interpolation.md): a ReLU schedule of laminar phases maps
 each x_n to y_n (claim: max_n |Phi_T(x_n) - y_n|^2 exactly). A phase is a run of pieces whose
-rows of A are nonzero multiples of the hinted normal a and whose w_i are orthogonal to a; it is
+rows of A all equal the hinted normal a and whose w_i are orthogonal to a; it is
 replayed exactly as x + G(a.x): breakpoints sorted once, slopes and intercepts by prefix sums."""
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from itertools import pairwise
 from typing import Any
 
@@ -18,39 +18,36 @@ _ZERO = flint.fmpq(0)
 _CLAIM = ("result", "max_error_squared", "switches", "formula_switches", "variant")
 
 
-def _piece(value: Any, where: str, d: int, a: list, terms: dict) -> list:
-    # each neuron sigma(mu a.x + beta) adds (breakpoint, tau w mu ++ tau w beta) to terms
+def _piece(value: Any, where: str, d: int, a: list, a_raw: list, terms: list) -> list:
+    # each neuron tau w sigma(a.x + beta) adds (breakpoint -beta, tau w ++ tau w beta) to terms
     fields(value, where, ("duration", "W", "A", "b"))
     tau = exact(value["duration"], f"{where}.duration")
     W = matrix(value["W"], f"{where}.W", d, None)
     p = len(W[0])
-    A, b = matrix(value["A"], f"{where}.A", p, d), vector(value["b"], f"{where}.b", p)
-    k = next(j for j, x in enumerate(a) if x)
+    b = vector(value["b"], f"{where}.b", p)
+    # a is given as strings (checked by the caller): equal JSON rows denote equal numbers
+    if tau <= 0 or array(value["A"], f"{where}.A", p) != [a_raw] * p:
+        raise Rejected(f"{where}: duration <= 0, or a row of A is not the phase normal (same text)")
     for i in range(p):
-        mu, w = A[i][k] / a[k], [tau * W[r][i] for r in range(d)]
-        if tau <= 0 or mu == 0 or any(A[i][j] != mu * a[j] for j in range(d)):
-            raise Rejected(f"{where}: duration <= 0 or A[{i}] not a nonzero multiple of the normal")
+        w = [tau * W[r][i] for r in range(d)]
         if sum((x * y for x, y in zip(a, w, strict=True) if x), _ZERO) != 0:
             raise Rejected(f"{where}.W: column {i} is not orthogonal to the phase normal")
-        terms[mu > 0].append((-b[i] / mu, [x * mu for x in w] + [x * b[i] for x in w]))
-    return [W, A, b]
+        terms.append((-b[i], w + [x * b[i] for x in w]))
+    return [W, b, a]
 
 
-def _phase(X: list, a: list, terms: dict, d: int) -> list:
+def _phase(X: list, a: list, terms: list, d: int) -> list:
     s = [sum((x[j] * c for j, c in enumerate(a) if c), _ZERO) for x in X]
-    coef = [[_ZERO] * (2 * d) for _ in X]  # slope ++ intercept of G at each point
-    for positive, items in terms.items():
-        items.sort(key=lambda t: t[0])
-        acc, sums = [_ZERO] * (2 * d), [[_ZERO] * (2 * d)]
-        for i, (_, row) in enumerate(items if positive else reversed(items)):
-            acc = [u + v for u, v in zip(acc, row, strict=True)]
-            sums.append(acc)
-            if i % 512 == 511 and any(q.height_bits() > H for q in acc):
-                raise Rejected(f"resource limit: prefix sums beyond {H} bits")
-        sums, brk = sums if positive else sums[::-1], [t[0] for t in items]
-        find = bisect_left if positive else bisect_right  # active iff mu (s - breakpoint) > 0
-        for n, sn in enumerate(s):
-            coef[n] = [u + v for u, v in zip(coef[n], sums[find(brk, sn)], strict=True)]
+    terms.sort(key=lambda t: t[0])
+    acc, sums = [_ZERO] * (2 * d), [[_ZERO] * (2 * d)]  # prefix sums of slope ++ intercept
+    for i, (_, row) in enumerate(terms):
+        acc = [u + v for u, v in zip(acc, row, strict=True)]
+        sums.append(acc)
+        if i % 512 == 511 and any(q.height_bits() > H for q in acc):
+            raise Rejected(f"resource limit: prefix sums beyond {H} bits")
+    brk = [t[0] for t in terms]
+    # neuron i is active at s iff s + beta_i > 0 iff breakpoint_i < s
+    coef = [sums[bisect_left(brk, t)] for t in s]
     out = [
         [x + c[k] * t + c[d + k] for k, x in enumerate(y)]
         for y, c, t in zip(X, coef, s, strict=True)
@@ -76,12 +73,14 @@ def check_interpolation_v1(instance: Any, claim: Any, hints: Any) -> str:
         where = f"hints.phases[{h}]"
         fields(phase, where, ("pieces", "normal"))
         lo, hi = (small_integer(x, where, 0, len(pieces)) for x in array(phase["pieces"], where, 2))
-        a = vector(phase["normal"], f"{where}.normal", d)
-        if lo != start or hi <= lo or not any(a):
-            raise Rejected(f"{where}: pieces not consecutive from {start}, or normal 0")
-        terms: dict[bool, list] = {True: [], False: []}
+        a = vector(a_raw := phase["normal"], f"{where}.normal", d)
+        if lo != start or hi <= lo or not any(a) or not all(isinstance(x, str) for x in a_raw):
+            raise Rejected(
+                f"{where}: pieces not consecutive from {start}, or normal 0 or not strings"
+            )
+        terms: list = []
         for j in range(lo, hi):
-            parsed.append(_piece(pieces[j], f"instance.schedule.pieces[{j}]", d, a, terms))
+            parsed.append(_piece(pieces[j], f"instance.schedule.pieces[{j}]", d, a, a_raw, terms))
         X, start = _phase(X, a, terms, d), hi
     if start != len(pieces):
         raise Rejected(f"hints.phases: cover pieces [0, {start}) of {len(pieces)}")
@@ -94,7 +93,7 @@ def check_interpolation_v1(instance: Any, claim: Any, hints: Any) -> str:
         err == 0
     ):
         raise Rejected(f"claim: max_error_squared or result differ from the replay's {err}")
-    switches, width = sum(1 for p, q in pairwise(parsed) if p != q), max(len(p[2]) for p in parsed)
+    switches, width = sum(1 for p, q in pairwise(parsed) if p != q), max(len(p[1]) for p in parsed)
     variant = string(claim["variant"], "claim.variant", ("general", "high-dim"))
     formula = (2 if variant == "general" else 1) * -(-N // width) - 1
     if [small_integer(claim[k], f"claim.{k}", 0, 10**9) for k in _CLAIM[2:4]] != [
