@@ -6,12 +6,14 @@ each trajectory, so one exact Euler step of length τ is the flow (O(N · pieces
 
 import flint
 
+_ZERO = flint.fmpq(0)
 
-def relu(z, alpha=flint.fmpq(0)):
+
+def relu(z, alpha=_ZERO):
     return z if z > 0 else alpha * z
 
 
-def reference_images(schedule, X, alpha=flint.fmpq(0)):
+def reference_images(schedule, X, alpha=_ZERO):
     out = [list(row) for row in X]
     for piece in schedule.pieces:
         d, p = piece.W.shape
