@@ -118,6 +118,9 @@ def run_demo() -> list[DemoCheck]:
     from certified.attention.command import demo_check as lipschitz_demo_check
 
     checks.append(lipschitz_demo_check())
+    from certified.interpolation.certificate import demo_check as interpolation_demo_check
+
+    checks.append(interpolation_demo_check())
     return checks
 
 
