@@ -1,8 +1,8 @@
 """``certified lipschitz --instance F --hypothesis H1|H2|H3|flow --out CERT [--json]``.
 
 H1/H2: attention instance with ``"X"``; a ``lipschitz`` certificate for VERIFIED / REFUTED.
-H3: attention instance with ``"mu"`` and ``"nu"``; no certificate kind covers H3 in version 1
-(nothing is written; ``"certificate": null``). flow: ``{"schedule": ..., "X": n×d}``; the
+H3: attention instance with ``"mu"`` and ``"nu"``; a ``lipschitz`` certificate of hypothesis H3
+for VERIFIED / REFUTED (proofs/lipschitz.md §4). flow: ``{"schedule": ..., "X": n×d}``; the
 ``flow`` certificate of the enclosures used. Every certificate is re-checked in memory by the
 independent checker before it is written.
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import flint
 
+from . import _lipschitz_h3_rule as _h3
 from ._parse import Rejected, exact, fields, matrix, small_integer, string, vector
 
 MAX_ND = 256  # n * d: the Jacobian is (nd)², its Cholesky (nd)³/6 ball operations
@@ -58,8 +59,31 @@ def _jacobian(A, V, X):
     return flint.arb_mat(J)
 
 
+def norm_bounds(norms: Any, V: list, KtQ: list, refuted: bool) -> list:
+    """Balls ∋ upper (refuted: exact LDLᵀ) or lower (test vectors) bounds on ‖V‖₂, ‖KᵀQ‖₂."""
+    norms, bounds = fields(norms, "hints.norms", ("V", "KtQ")), []
+    for name, M in (("V", V), ("KtQ", KtQ)):
+        key = "upper" if refuted else "vector"  # REFUTED needs upper bounds, VERIFIED lower
+        nb = fields(norms[name], f"hints.norms.{name}", (key,))
+        where, zero = f"hints.norms.{name}.{key}", all(x == 0 for r in M for x in r)
+        if refuted:
+            s = exact(nb[key], where)
+            if s < 0 or not (zero or _pd(_gram_gap(flint.fmpq_mat(M), s * s))):
+                raise Rejected(f"{where}: not certified >= the spectral norm")
+            bounds.append(flint.arb(s))
+            continue
+        v = vector(nb[key], where, len(M))
+        Mv2 = sum(sum(a * b for a, b in zip(r, v, strict=True)) ** 2 for r in M)
+        if (v2 := sum(x * x for x in v)) == 0:
+            raise Rejected(f"{where}: the test vector is zero")
+        bounds.append((flint.arb(Mv2) / flint.arb(v2)).sqrt())
+    return bounds
+
+
 def check_lipschitz_v1(instance: Any, claim: Any, hints: Any) -> str:
     """Check a lipschitz certificate; return a summary or raise Rejected."""
+    if isinstance(claim, dict) and claim.get("hypothesis") == "H3":  # measures: _lipschitz_h3_rule
+        return _h3.check_h3_v1(instance, claim, hints)
     inst = fields(instance, "instance", ("Q", "K", "V", "R", "X"))
     Q = matrix(inst["Q"], "instance.Q", None, None)
     k, d = len(Q), len(Q[0])
@@ -86,28 +110,11 @@ def check_lipschitz_v1(instance: Any, claim: Any, hints: Any) -> str:
         raise Rejected("claim: need 0 <= lhs_upper <= rhs_lower")
     h = fields(hints, "hints", ("precision", "norms"))
     prec = small_integer(h["precision"], "hints.precision", 53, 4096)
-    norms = fields(h["norms"], "hints.norms", ("V", "KtQ"))
     KtQ = [[sum(K[r][a] * Q[r][b] for r in range(k)) for b in range(d)] for a in range(d)]
     old = flint.ctx.prec
     flint.ctx.prec = prec
     try:
-        bounds = []
-        for name, M in (("V", V), ("KtQ", KtQ)):
-            key = "upper" if refuted else "vector"  # REFUTED needs upper bounds, VERIFIED lower
-            nb = fields(norms[name], f"hints.norms.{name}", (key,))
-            where, zero = f"hints.norms.{name}.{key}", all(x == 0 for r in M for x in r)
-            if refuted:
-                s = exact(nb[key], where)
-                if s < 0 or not (zero or _pd(_gram_gap(flint.fmpq_mat(M), s * s))):
-                    raise Rejected(f"{where}: not certified >= the spectral norm")
-                bounds.append(flint.arb(s))
-                continue
-            v = vector(nb[key], where, d)
-            Mv2 = sum(sum(a * b for a, b in zip(r, v, strict=True)) ** 2 for r in M)
-            if (v2 := sum(x * x for x in v)) == 0:
-                raise Rejected(f"{where}: the test vector is zero")
-            bounds.append((flint.arb(Mv2) / flint.arb(v2)).sqrt())
-        nv, nm = bounds
+        nv, nm = norm_bounds(h["norms"], V, KtQ, refuted)
         if hyp == "H1":
             RHS = nv * nm * flint.arb(R * R) * flint.arb(12 * n + 3).sqrt()
         else:

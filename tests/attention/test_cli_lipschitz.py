@@ -64,11 +64,12 @@ def test_h2_verified_text_output(tmp_path, capsys):
     assert rc == 0 and "VERIFIED" in cap.out and check_file(out).verified
 
 
-def test_h3_on_measures_writes_no_certificate(tmp_path, capsys):
+def test_h3_on_measures_writes_its_certificate(tmp_path, capsys):
     rc, out, cap = _run(tmp_path, MEASURES, "H3", capsys, "--json")
     data = json.loads(cap.out)
-    assert rc == 0 and data["verdict"] == "VERIFIED" and data["certificate"] is None
-    assert not out.exists()
+    assert rc == 0 and data["verdict"] == "VERIFIED" and data["certificate"] == str(out)
+    v = check_file(out)
+    assert v.verified and v.kind == "lipschitz" and v.reason.startswith("H3 VERIFIED"), v.reason
 
 
 def test_flow_hypothesis(tmp_path, capsys):
