@@ -1,0 +1,402 @@
+"""Public hypothesis strategies: datasets, near-degenerate datasets, schedules and measures.
+
+These strategies generate the inputs the theorems of ``certified`` are about, for property tests
+in your own test suite. They need ``hypothesis`` (a test dependency, ``pip install
+certified[test]``); it is imported when a strategy is first built, so ``import
+certified.strategies`` itself is cheap.
+
+Usage with ``@given``::
+
+    from hypothesis import given
+    from certified.strategies import datasets, schedules
+
+    @given(datasets(n=(1, 40), d=(2, 6)))
+    def test_my_construction_interpolates(data):
+        X, Y = data                      # float64 arrays, rows pairwise distinct
+        ...                              # e.g. construct_interpolation(X, Y, width=3)
+
+    @given(schedules(d=3, activation="relu", laminar=True))
+    def test_laminar_flow(schedule):
+        ...
+
+Every number a strategy draws is a binary64 double (so ``float -> exact rational`` conversion is
+exact) or an exact rational string, so a failing example is reproducible bit for bit; pin it
+with ``@example`` once found. Sizes are ``int`` or inclusive ``(low, high)`` ranges.
+
+Guarantee: none (test data generators). The documented invariants (pairwise distinct rows,
+finite doubles, exact weights summing to 1) hold by construction and are tested.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "LAYOUTS",
+    "datasets",
+    "doubles",
+    "measures",
+    "near_degenerate_datasets",
+    "schedules",
+]
+
+LAYOUTS = ("random", "collinear", "lattice", "repeated", "last_bit", "mixed")
+"""Layouts :func:`datasets` draws from (``layout="any"`` picks one of them)."""
+
+_TINY_EXP = -997  # 2**-997 ~ 7.5e-301 (just below 1e-300)
+_HUGE_EXP = 996  # 2**996 ~ 6.7e299 (mantissa in [1, 2): values up to ~1.3e300)
+
+
+def _st() -> Any:
+    try:
+        from hypothesis import strategies as st
+    except ImportError as exc:  # pragma: no cover - hypothesis is a test extra
+        from certified.errors import MissingDependencyError
+
+        raise MissingDependencyError(
+            "certified.strategies needs hypothesis; install it with pip install certified[test]"
+        ) from exc
+    return st
+
+
+def _range(value: Any, field: str, low: int) -> tuple[int, int]:
+    from certified.errors import InputError
+
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        lo, hi = value
+    else:
+        lo = hi = value
+    if (
+        isinstance(lo, bool)
+        or isinstance(hi, bool)
+        or not all(isinstance(v, (int, np.integer)) for v in (lo, hi))
+    ):
+        raise InputError(f"{field}: expected an int or a (low, high) pair of ints, got {value!r}")
+    if not low <= lo <= hi:
+        raise InputError(f"{field}: {value!r} is not a range with {low} <= low <= high")
+    return int(lo), int(hi)
+
+
+def doubles(min_exp: int = _TINY_EXP, max_exp: int = _HUGE_EXP, zero: bool = True) -> Any:
+    """Finite doubles ``± m 2^e`` with ``e`` uniform in ``[min_exp, max_exp]`` (magnitudes from
+    about ``2^min_exp`` to ``2^(max_exp+1)``; the defaults span 1e-300 .. 1e300), optionally 0.
+
+    Examples
+    --------
+    >>> from certified.strategies import doubles
+    >>> s = doubles(-10, 10)  # magnitudes between 2^-10 and 2^11
+
+    Guarantee: none (generator); every value is a finite double.
+    """
+    st = _st()
+    mantissa = st.integers(2**52, 2**53 - 1)
+    signed = st.builds(
+        lambda s, m, e: s * math.ldexp(m, e - 52),
+        st.sampled_from((-1.0, 1.0)),
+        mantissa,
+        st.integers(min_exp, max_exp),
+    )
+    return st.one_of(st.just(0.0), signed) if zero else signed
+
+
+def _distinct_rows(rows: list[list[float]]) -> bool:
+    return len({tuple(r) for r in rows}) == len(rows)
+
+
+def _scale_exponents(draw: Any, st: Any, extreme: bool) -> int:
+    lo, hi = (_TINY_EXP + 60, _HUGE_EXP - 60) if extreme else (-20, 20)
+    return draw(st.integers(lo, hi))
+
+
+def _layout_rows(draw: Any, st: Any, layout: str, n: int, d: int, extreme: bool) -> list[list]:
+    """n pairwise distinct rows in R^d of the given layout (floats, exact doubles)."""
+    if layout == "random":
+        coord = doubles() if extreme else doubles(-30, 30)
+        row = st.lists(coord, min_size=d, max_size=d)
+        return draw(st.lists(row, min_size=n, max_size=n, unique_by=tuple))
+    if layout == "mixed":
+        # every row at its own scale: a mix of magnitudes 1e-300 .. 1e300 in one dataset
+        out: list[list[float]] = []
+        seen: set[tuple[float, ...]] = set()
+        while len(out) < n:
+            e = _scale_exponents(draw, st, extreme)
+            r = [math.ldexp(draw(st.integers(-(2**20), 2**20)), e) for _ in range(d)]
+            if tuple(r) not in seen:
+                seen.add(tuple(r))
+                out.append(r)
+        return out
+    scale = _scale_exponents(draw, st, extreme)
+    if layout == "collinear":
+        # x_k = p + t_k v with small integers: exactly collinear after the power-of-two scaling
+        p = [draw(st.integers(-50, 50)) for _ in range(d)]
+        v = [draw(st.integers(-5, 5)) for _ in range(d)]
+        if not any(v):
+            v[0] = 1
+        ts = draw(st.lists(st.integers(-10 * n, 10 * n), min_size=n, max_size=n, unique=True))
+        return [[math.ldexp(p[k] + t * v[k], scale) for k in range(d)] for t in ts]
+    if layout == "lattice":
+        side = max(2, math.ceil(n ** (1 / d)) + 1)
+        cells = draw(
+            st.lists(
+                st.tuples(*[st.integers(0, side) for _ in range(d)]),
+                min_size=n,
+                max_size=n,
+                unique=True,
+            )
+        )
+        return [[math.ldexp(c, scale) for c in cell] for cell in cells]
+    if layout == "repeated":
+        # few distinct values per coordinate: many points share coordinates
+        values = draw(st.lists(doubles(-8, 8), min_size=2, max_size=3, unique=True))
+        k = len(values)
+        if k**d < n:  # not enough combinations: widen the value set deterministically
+            values = [float(v) for v in range(math.ceil(n ** (1 / d)) + 1)]
+        row = st.lists(st.sampled_from(values), min_size=d, max_size=d)
+        return draw(st.lists(row, min_size=n, max_size=n, unique_by=tuple))
+    if layout == "last_bit":
+        # points that differ from a base point by a few ulps (never 0) in one coordinate
+        base = draw(st.lists(doubles(-4, 4, zero=False), min_size=d, max_size=d))
+        codes = draw(st.lists(st.integers(0, 8 * n * d), min_size=n, max_size=n, unique=True))
+        out = []
+        for code in codes:
+            r = list(base)
+            k, steps = code % d, code // d - 4 * n
+            steps += steps >= 0  # never 0: distinct (k, steps) give distinct rows
+            for _ in range(abs(steps)):
+                r[k] = math.nextafter(r[k], math.inf if steps > 0 else -math.inf)
+            out.append(r)
+        return out
+    raise ValueError(f"layout: unknown layout {layout!r}; use one of {LAYOUTS} or 'any'")
+
+
+def datasets(
+    n: Any = (1, 30),
+    d: Any = (2, 6),
+    *,
+    layout: str = "any",
+    extreme: bool = False,
+    same_layout: bool = False,
+) -> Any:
+    """Interpolation datasets ``(X, Y)``: float64 arrays of shape (N, d) whose rows are pairwise
+    distinct within X and within Y (an x may equal a y).
+
+    Parameters
+    ----------
+    n, d : int or (low, high)
+        Number of points N >= 1 and dimension d >= 1.
+    layout : {"any", "random", "collinear", "lattice", "repeated", "last_bit", "mixed"}
+        How the points lie: i.i.d. doubles; exactly collinear; integer lattice points; few
+        distinct values per coordinate (repeated coordinates); neighbours differing in the last
+        bit of one coordinate; each point at its own scale. ``"any"`` draws the layout (and
+        draws X's and Y's layouts independently unless ``same_layout``).
+    extreme : bool
+        Magnitudes over the whole range 1e-300 .. 1e300 (``"random"``: per coordinate;
+        ``"mixed"``: per point; the others: one power-of-two scale per dataset). Default:
+        magnitudes within about 2^±30.
+    same_layout : bool
+        Use one layout for X and Y.
+
+    Examples
+    --------
+    >>> from hypothesis import given
+    >>> from certified.strategies import datasets
+    >>> @given(datasets(n=(1, 50), d=(2, 4), extreme=True))
+    ... def test_distinct(data):
+    ...     X, Y = data
+    ...     assert len({tuple(r) for r in X}) == len(X)
+
+    Guarantee: none (generator); rows of X (and of Y) are pairwise distinct finite doubles.
+    """
+    st = _st()
+    n_lo, n_hi = _range(n, "n", 1)
+    d_lo, d_hi = _range(d, "d", 1)
+    if layout != "any" and layout not in LAYOUTS:
+        raise ValueError(f"layout: unknown layout {layout!r}; use one of {LAYOUTS} or 'any'")
+
+    @st.composite
+    def build(draw: Any) -> tuple[np.ndarray, np.ndarray]:
+        N = draw(st.integers(n_lo, n_hi))
+        D = draw(st.integers(d_lo, d_hi))
+        lx = layout if layout != "any" else draw(st.sampled_from(LAYOUTS))
+        ly = lx if layout != "any" or same_layout else draw(st.sampled_from(LAYOUTS))
+        X = _layout_rows(draw, st, lx, N, D, extreme)
+        Y = _layout_rows(draw, st, ly, N, D, extreme)
+        if draw(st.booleans()):  # shuffle the pairing
+            perm = draw(st.permutations(range(N)))
+            Y = [Y[k] for k in perm]
+        return np.array(X, dtype=np.float64), np.array(Y, dtype=np.float64)
+
+    return build()
+
+
+def near_degenerate_datasets(n: Any = (2, 20), d: Any = (2, 5)) -> Any:
+    """Datasets ``(X, Y)`` that stress general-position choices: points whose projections
+    nearly coincide, targets nearly parallel to a coordinate axis or to each other, points one
+    ulp apart, nearly collinear points, and x's equal to other points' y's.
+
+    The rows of X (and of Y) are pairwise distinct doubles; everything else is as bad as the
+    generator can make it.
+
+    Examples
+    --------
+    >>> from certified.strategies import near_degenerate_datasets
+    >>> s = near_degenerate_datasets(n=(2, 10), d=2)
+
+    Guarantee: none (generator); rows of X (and of Y) are pairwise distinct finite doubles.
+    """
+    st = _st()
+    n_lo, n_hi = _range(n, "n", 2)
+    d_lo, d_hi = _range(d, "d", 1)
+
+    @st.composite
+    def build(draw: Any) -> tuple[np.ndarray, np.ndarray]:
+        N = draw(st.integers(n_lo, n_hi))
+        D = draw(st.integers(d_lo, d_hi))
+        kind = draw(st.sampled_from(("ulp_cloud", "near_collinear", "axis", "swap", "huge_gap")))
+        base = np.array(draw(st.lists(doubles(-3, 3), min_size=D, max_size=D)))
+        X: list[tuple[float, ...]] = []
+        Y: list[tuple[float, ...]] = []
+        k = 0
+        while len(X) < N:
+            k += 1
+            if kind == "ulp_cloud":  # everything within a few ulps of one point
+                x = [float(v) for v in base]
+                for _ in range(k):
+                    x[0] = math.nextafter(x[0], math.inf)
+                if D > 1 and k % 2:
+                    x[1] = math.nextafter(x[1], -math.inf)
+                y = [v * 2 for v in x]
+            elif kind == "near_collinear":  # on a line up to one ulp
+                x = [float(base[j] + k * (j + 1)) for j in range(D)]
+                if k % 2:
+                    x[-1] = math.nextafter(x[-1], math.inf)
+                y = [float(k)] + [1.0] * (D - 1)
+            elif kind == "axis":  # y_n - y_m all parallel to e_0, x's on a vertical line
+                x = [float(base[0])] + [float(k)] * (D - 1)
+                y = [float(k)] + [0.0] * (D - 1)
+            elif kind == "swap":  # targets are the other points (a permutation of X)
+                x = [float(k)] + [float(base[j]) for j in range(1, D)]
+                y = None
+            else:  # huge_gap: 1e-300 apart and 1e300 apart in the same dataset
+                e = -990 if k % 2 else 990
+                x = [math.ldexp(k, e)] + [float(base[j]) for j in range(1, D)]
+                y = [math.ldexp(k, -e)] + [0.0] * (D - 1)
+            tx = tuple(x)
+            if tx in X:
+                continue
+            X.append(tx)
+            Y.append(tuple(y) if y is not None else tx)
+        if kind == "swap":
+            Y = X[1:] + X[:1]
+        if len(set(Y)) != len(Y):  # pragma: no cover - by construction the y's are distinct
+            Y = [(float(i),) + y[1:] for i, y in enumerate(Y)]
+        return np.array(X, dtype=np.float64), np.array(Y, dtype=np.float64)
+
+    return build()
+
+
+def schedules(
+    d: Any = (1, 4),
+    activation: str = "relu",
+    *,
+    pieces: Any = (1, 4),
+    width: Any = (1, 4),
+    laminar: bool = False,
+    max_abs: int = 4,
+    denominator_exp: int = 3,
+) -> Any:
+    """:class:`~certified.models.Schedule` s with dyadic parameters (every number is
+    ``k / 2^denominator_exp`` with ``|k| <= max_abs 2^denominator_exp``, so doubles, exactly).
+
+    Parameters
+    ----------
+    d, pieces, width : int or (low, high)
+        Dimension, number of pieces, width of each piece.
+    activation : {"relu", "leaky_relu", "tanh", "sigmoid"}
+    laminar : bool
+        Every piece laminar with a shared normal (``a_i = a``, every ``w_i ⊥ a``: the exact
+        pieces of the interpolation constructions). Needs ``d >= 2`` (in d = 1 a laminar piece
+        is the zero field); with ``d = 1`` the pieces are the zero field.
+    max_abs, denominator_exp : int
+        Bound and dyadic denominator of the entries.
+
+    Examples
+    --------
+    >>> from certified.strategies import schedules
+    >>> s = schedules(d=3, activation="relu", laminar=True)
+
+    Guarantee: none (generator); every schedule is valid (positive durations, shapes agree).
+    """
+    st = _st()
+    from certified.models import Piece, Schedule
+
+    d_lo, d_hi = _range(d, "d", 1)
+    k_lo, k_hi = _range(pieces, "pieces", 1)
+    p_lo, p_hi = _range(width, "width", 1)
+    den = 2**denominator_exp
+    entry = st.integers(-max_abs * den, max_abs * den).map(lambda k: k / den)
+    duration = st.integers(1, max_abs * den).map(lambda k: k / den)
+
+    @st.composite
+    def build(draw: Any) -> Any:
+        D = draw(st.integers(d_lo, d_hi))
+        out = []
+        for j in range(draw(st.integers(k_lo, k_hi))):
+            P = draw(st.integers(p_lo, p_hi))
+            if laminar:
+                a = [draw(entry) for _ in range(D)]
+                if not any(a):
+                    a[0] = 1.0
+                A = [list(a) for _ in range(P)]
+                cols = []
+                for _ in range(P):
+                    # w = a_k e_l - a_l e_k for a pair (k, l) with a_k != 0: orthogonal to a
+                    k = next(i for i, v in enumerate(a) if v)
+                    lane = draw(st.integers(0, D - 1))
+                    w = [0.0] * D
+                    if lane != k:
+                        c = draw(entry)
+                        w[lane], w[k] = c * a[k], -c * a[lane]
+                    cols.append(w)
+                W = [[cols[i][r] for i in range(P)] for r in range(D)]
+            else:
+                W = [[draw(entry) for _ in range(P)] for _ in range(D)]
+                A = [[draw(entry) for _ in range(D)] for _ in range(P)]
+            b = [draw(entry) for _ in range(P)]
+            out.append(Piece(draw(duration), W, A, b, f"pieces[{j}]"))
+        return Schedule(D, activation, tuple(out))
+
+    return build()
+
+
+def measures(n: Any = (1, 12), d: Any = (1, 4), *, extreme: bool = False) -> Any:
+    """:class:`~certified.transport.Measure` s with positive exact rational weights summing to
+    exactly 1 (atoms may repeat).
+
+    Examples
+    --------
+    >>> from certified.strategies import measures
+    >>> s = measures(n=(1, 5), d=2)
+
+    Guarantee: none (generator); weights are positive exact rationals with sum exactly 1.
+    """
+    st = _st()
+    from certified.transport import Measure
+
+    n_lo, n_hi = _range(n, "n", 1)
+    d_lo, d_hi = _range(d, "d", 1)
+    coord = doubles() if extreme else doubles(-20, 20)
+
+    @st.composite
+    def build(draw: Any) -> Any:
+        N = draw(st.integers(n_lo, n_hi))
+        D = draw(st.integers(d_lo, d_hi))
+        pts = [[draw(coord) for _ in range(D)] for _ in range(N)]
+        raw = [draw(st.integers(1, 1000)) for _ in range(N)]
+        total = sum(raw)
+        return Measure(pts, [f"{r}/{total}" for r in raw])
+
+    return build()
