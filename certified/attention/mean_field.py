@@ -13,7 +13,7 @@ For a given pair (μ, ν) (proofs/bounds.md#h3-certificate, proofs/lipschitz.md 
 * VERIFIED (for this pair): W₂(Fμ,Fν)_upper / W₂(μ,ν)_lower ≤ RHS_lower.
 * REFUTED: W₂(Fμ,Fν)_lower / W₂(μ,ν)_upper > RHS_upper — μ, ν are a certified counterexample.
 
-Both come with a ``lipschitz`` v1 certificate of hypothesis H3 (:func:`h3_certificate`).
+Both come with a ``lipschitz`` v1 certificate of hypothesis H3 (``_h3_certificate``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from certified.attention.lipschitz import (
 from certified.attention.maps import attention_measure_map
 from certified.errors import InputError
 
-__all__ = ["check_h3", "h3_certificate", "pushforward_w2_bounds"]
+__all__ = ["check_h3", "pushforward_w2_bounds"]
 
 
 def _pushforward(inst: AttentionInstance, measure, prec: int):
@@ -148,7 +148,7 @@ def _sqrt_bound(q: flint.fmpq, prec: int, upper: bool) -> flint.fmpq:
         return endpoints(flint.arb(q).sqrt(), "sqrt")[1 if upper else 0]
 
 
-def h3_certificate(
+def _h3_certificate(
     inst: AttentionInstance, claim: dict, norms: dict, ev: dict, prec: int
 ) -> dict[str, Any]:
     """The ``lipschitz`` v1 certificate of an H3 verdict (format: proofs/lipschitz.md §4).
@@ -244,7 +244,7 @@ def check_h3(inst: AttentionInstance, *, prec: int = 128) -> LipschitzVerdict:
                 "H3 is false: W2(F mu, F nu) / W2(mu, nu) >= lhs_lower > rhs_upper >= RHS for "
                 "the instance's measures on B_R",
                 counterexample={"mu": inst.mu, "nu": inst.nu},
-                certificate=h3_certificate(inst, claim, {"V": hv, "KtQ": hm}, ev, prec),
+                certificate=_h3_certificate(inst, claim, {"V": hv, "KtQ": hm}, ev, prec),
                 message=f"certified ratio >= {float(lhs):.6g} > {float(rhs):.6g}",
                 extra=extra,
             )
@@ -263,7 +263,7 @@ def check_h3(inst: AttentionInstance, *, prec: int = 128) -> LipschitzVerdict:
                 rhs_hi,
                 "for the instance's pair: W2(F mu, F nu) <= lhs_upper W2(mu, nu) and lhs_upper "
                 "<= rhs_lower <= RHS of H3",
-                certificate=h3_certificate(inst, claim, {"V": hv, "KtQ": hm}, ev, prec),
+                certificate=_h3_certificate(inst, claim, {"V": hv, "KtQ": hm}, ev, prec),
                 message=f"ratio <= {float(lhs):.6g} <= {float(rhs):.6g}",
                 extra=extra,
             )
