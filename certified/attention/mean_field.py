@@ -91,7 +91,9 @@ def pushforward_w2_bounds(
 
 
 def _pushed_atoms(inst: AttentionInstance, measure, prec: int) -> flint.arb_mat:
-    """Balls ∋ Γ_μ(x_i) at every atom x_i of μ (atoms of weight 0 included as queries)."""
+    """Balls ∋ Γ_μ(x_i) at every atom x_i of μ (atoms of weight 0 included as queries).
+
+    Guarantee: row i encloses Γ_μ(x_i) (``attention_measure_map``)."""
     pts, w = measure
     keep = [j for j in range(len(w)) if w[j] > 0]
     return attention_measure_map(inst.layer, pts[keep], list(w[keep]), pts, prec=prec)
@@ -144,6 +146,7 @@ def _h3_evidence(inst: AttentionInstance, prec: int) -> dict[str, Any]:
 
 
 def _sqrt_bound(q: flint.fmpq, prec: int, upper: bool) -> flint.fmpq:
+    """An exact lower (``upper=False``) or upper bound on √q, q >= 0. Guarantee: rigorous."""
     with precision(prec):
         return endpoints(flint.arb(q).sqrt(), "sqrt")[1 if upper else 0]
 
