@@ -23,7 +23,7 @@ from certified.arith import Interval
 from certified.arith.ball import check_precision, endpoints, mid_rad, precision
 from certified.arith.exact import fmpq_to_float, fmpq_to_str, to_fmpq, to_fmpq_array
 from certified.checker._taylor import _act, _interval_mul, _sqr
-from certified.errors import InputError, ShapeError
+from certified.errors import InputError, RangeOverflowError, ShapeError
 from certified.flow._smooth_arb import arb_smooth_piece
 from certified.flow.relu import FlowLipschitzBound, _spectral_norm_upper
 from certified.flow.result import FlowStatus
@@ -31,6 +31,7 @@ from certified.flow.result import FlowStatus
 __all__ = ["smooth_flow_jacobian"]
 
 _SMOOTH = ("tanh", "sigmoid")
+_FLOAT_MAX = arb(2) ** 1000  # entries beyond this have no useful float64 Interval
 _PIECEWISE_AFFINE = ("relu", "leaky_relu", "leaky-relu", "leakyrelu")
 
 
@@ -212,6 +213,16 @@ def _jacobian_piece(J: flint.arb_mat, H, chain, W, A, b, activation, h: arb, K):
     return J, H
 
 
+def _steps_for_rate(W, A, tau: fmpq) -> int:
+    """Number of steps with ``h L <= 1/2``, ``L = sum_i |w_i| |a_i|`` (the Gronwall rate of the
+    field): the Taylor remainders then decay like 2^-K. Heuristic (floats): it only chooses the
+    step; every enclosure is validated whatever the step."""
+    Wf = np.array([[float(v) for v in row] for row in W])
+    Af = np.array([[float(v) for v in row] for row in A])
+    rate = float(np.sum(np.linalg.norm(Wf, axis=0) * np.linalg.norm(Af, axis=1)))
+    return min(1 << 16, max(1, int(np.ceil(2 * rate * float(tau)))))
+
+
 def _run(pieces, d, lo, hi, activation, order, hmax, max_halvings, curvature):
     """The validated Taylor method through every piece for the box [lo, hi] (exact), with the
     fundamental matrix and, if ``curvature``, the second derivatives of the flow.
@@ -227,7 +238,7 @@ def _run(pieces, d, lo, hi, activation, order, hmax, max_halvings, curvature):
     steps = []
     prec = flint.ctx.prec
     for j, (W, A, b, tau) in enumerate(pieces):
-        m = max(1, int((tau / hmax).ceil()))
+        m = max(1, int((tau / hmax).ceil()), _steps_for_rate(W, A, tau))
         Wa = [[arb(v) for v in row] for row in W]
         Aa = [[arb(v) for v in row] for row in A]
         ba = [arb(v) for v in b]
@@ -249,6 +260,14 @@ def _run(pieces, d, lo, hi, activation, order, hmax, max_halvings, curvature):
         log_lip += mid_rad(res[2][0])[0]
         steps.append(m)
     return J, H, steps, centre, radius, log_lip
+
+
+def _float_up(q: fmpq) -> float:
+    """q rounded up to a double, inf beyond the float64 range."""
+    try:
+        return fmpq_to_float(q, "up")
+    except RangeOverflowError:
+        return float("inf")
 
 
 def _intersect(x: arb, y: arb) -> arb:
@@ -357,8 +376,9 @@ def smooth_flow_jacobian(
     box : Interval of shape (d,) or (1, d), the initial box (a point box is allowed).
     activation : "tanh" or "sigmoid" (for ReLU / leaky ReLU use ``relu_flow_jacobian``).
     prec : working precision in bits of the ball arithmetic.
-    max_step : largest step (exact number); halved up to ``max_halvings`` times when an a priori
-        enclosure fails.
+    max_step : largest step (exact number); the step is also at most ``1 / (2 L)`` for the
+        field's Gronwall rate ``L = sum_i |w_i| |a_i|``, and halved up to ``max_halvings``
+        times when an a priori enclosure fails.
     order : Taylor order K of the state and variational steps (tightness and cost only).
 
     Returns
@@ -410,6 +430,16 @@ def smooth_flow_jacobian(
                     [[_intersect(J[a, c], M[a, c]) for c in range(d)] for a in range(d)]
                 )
         entries = [[J[a, c] for c in range(d)] for a in range(d)]
+        if not all(e.is_finite() and e.abs_upper() < _FLOAT_MAX for row in entries for e in row):
+            return FlowLipschitzBound(
+                upper=float("inf"),
+                upper_exact=None,
+                method="c1-box",
+                status=FlowStatus.UNSUPPORTED,
+                message="D Phi_T exceeds the float64 range on this box; shorten the schedule "
+                "or rescale the field",
+                hints={"steps": steps},
+            )
         frob = sum((e.abs_upper() * e.abs_upper() for row in entries for e in row), arb(0)).sqrt()
         bound = frob
         spec = _spectral_norm_upper(J)
@@ -423,7 +453,7 @@ def smooth_flow_jacobian(
         jac = Interval.from_balls(entries)
         lognorm = endpoints(arb(log_lip).exp(), "log-norm bound")[1]
     return FlowLipschitzBound(
-        upper=fmpq_to_float(upper_q, "up"),
+        upper=_float_up(upper_q),
         upper_exact=upper_q,
         method="c1-box",
         jacobian=jac,
@@ -432,7 +462,7 @@ def smooth_flow_jacobian(
             "steps": steps,
             "order": order,
             "precision": prec,
-            "lognorm_lipschitz": fmpq_to_float(lognorm, "up"),
+            "lognorm_lipschitz": _float_up(lognorm),
             "final_centre": [fmpq_to_str(v) for v in centre],
             "final_radius": fmpq_to_str(radius),
         },
