@@ -39,6 +39,8 @@ def as_points(X: Any, field: str, d: int | None = None) -> np.ndarray:
     Guarantee: exact.
     """
     a = to_fmpq_array(X, field)
+    if a.size == 0 or (a.ndim == 2 and a.shape[0] == 0):
+        raise ShapeError(f"{field}: no points (N = 0); give at least one point")
     if a.ndim != 2:
         raise ShapeError(
             f"{field}: expected an N x d array (one point per row), got shape {a.shape}"

@@ -1,10 +1,10 @@
 """Certificates of kind ``interpolation`` (v1, proofs/interpolation.md), producer side, and the
 ``certified interpolate`` command.
 
-The certificate holds the data (``X``, ``Y``), the schedule (the schedule file format), the claim
-(``result`` "exact" or "max-error", ``max_error_squared`` = max_n |Φ_T(x_n) − y_n|^2 exactly, switch counts, variant)
-and, as hints, the phases: consecutive pieces sharing a normal, which the checker replays as
-``x + G(a·x)`` (certified/checker/_interpolation_rule.py).
+The certificate holds the data (``X``, ``Y``), the schedule (the schedule file format), the
+claim (``result`` "exact" or "max-error", ``max_error_squared`` = max_n |Φ_T(x_n) − y_n|^2
+exactly, switch counts, variant) and, as hints, the phases: consecutive pieces sharing a
+normal, which the checker replays as ``x + G(a·x)`` (certified/checker/_interpolation_rule.py).
 """
 
 from __future__ import annotations

@@ -194,6 +194,23 @@ def _pick_normal(
     return None  # pragma: no cover - finitely many bad t among the tries
 
 
+def _pow2_at_least(q: flint.fmpq) -> flint.fmpq:
+    """The least power of two >= q > 0."""
+    e = int(q.p).bit_length() - int(q.q).bit_length()
+    out = flint.fmpq(2) ** e if e >= 0 else flint.fmpq(1, 2 ** (-e))
+    while out < q:
+        out *= 2
+    while out / 2 >= q:
+        out /= 2
+    return out
+
+
+def _pow2_at_most(q: flint.fmpq) -> flint.fmpq:
+    """The largest power of two <= q (q > 0)."""
+    out = _pow2_at_least(q)
+    return out if out == q else out / 2
+
+
 def _neuron_piece(
     d: int,
     a: list[flint.fmpq],
@@ -289,23 +306,32 @@ def construct_classification(
         omega = norm2 - a[j] * a[j]
         w = [sigma * (norm2 * (i == j) - a[j] * a[i]) for i in range(d)]
         zg = [sigma * (Z[n][j] - 1) for n in idx]
-        lift = max(_ZERO, max(-z for z in zg)) / omega + 1
-        s_other = [dot(a, Z[n]) for n in other_idx]
+        # dyadic amplitudes and widths (powers of two) keep the bit sizes of the positions, and
+        # so of the next normals, from compounding
+        lift = _pow2_at_least(max(_ZERO, max(-z for z in zg)) / omega + 1)
+        s_all = [dot(a, row) for row in Z]
         if not groups:
             H = lift
             K = _ZERO
-            for n, s in zip(other_idx, s_other, strict=True):
+            for n in other_idx:
                 zn = sigma * (Z[n][j] - 1)
-                K = max(K, (zn + omega * H) / (omega * abs(s - c)))
-            K += 1
+                K = max(K, (zn + omega * H) / (omega * abs(s_all[n] - c)))
+            K = _pow2_at_least(K + 1)
             ca = c - H / K
             items = [(-1, ca, -K), (1, ca, K), (1, c, -2 * K)]
         else:
-            delta = min(abs(s - c) for s in s_other)
+            # the hat touches no point off the hyperplane but the group (other-class points
+            # must stay put; the others keep their sizes), nor any other-class point at all
+            members = set(idx)
+            gaps = [
+                abs(s_all[n] - c)
+                for n in range(N)
+                if n not in members and (s_all[n] != c or lab[n] != moving)
+            ]
+            delta = _pow2_at_most(min(gaps)) if gaps else _ONE
             h = lift / delta
             items = [(1, c - delta, h), (1, c, -2 * h), (1, c + delta, h)]
         groups.append(idx)
-        s_all = [dot(a, row) for row in Z]
         for eps, kink, coef in items:
             neurons.append((a, w, eps, kink, coef))
             for n in range(N):

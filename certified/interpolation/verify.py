@@ -115,7 +115,7 @@ def laminar_runs(schedule: Schedule) -> list[tuple[int, int, np.ndarray, list[fl
         if a is None:
             raise ValueError(f"pieces[{j}] is not laminar")
         if runs:
-            start, stop, normal, lams = runs[-1]
+            start, _stop, normal, lams = runs[-1]
             lam = _ratio(a, normal)
             if lam is not None:
                 runs[-1] = (start, j + 1, normal, lams + [lam])
@@ -126,7 +126,7 @@ def laminar_runs(schedule: Schedule) -> list[tuple[int, int, np.ndarray, list[fl
 
 def _run_map(pieces, normal, lams, alpha, X: np.ndarray) -> np.ndarray:
     """``x + G(a·x)`` for a run: exact (proofs/bounds.md#interp-phase)."""
-    N, d = X.shape
+    _N, d = X.shape
     s = X.dot(normal)
     # one row per neuron: c = tau w, sigma(mu s + beta), mu = (scale) (lambda)
     C = np.concatenate([piece.W.T * piece.duration for piece in pieces])
@@ -271,6 +271,12 @@ def _nearest(q: flint.fmpq) -> flint.fmpq:
     return flint.fmpq(*fmpq_to_float(q, "nearest").as_integer_ratio())
 
 
+def _doubles(P: np.ndarray) -> np.ndarray | None:
+    """The float64 array equal to ``P`` (fmpq), or None if an entry is not a double."""
+    out = np.array([fmpq_to_float(q, "nearest") if _is_double(q) else np.nan for q in P.flat])
+    return None if np.isnan(out).any() else out.reshape(P.shape)
+
+
 def _round_orthogonal(w: np.ndarray, a: np.ndarray) -> np.ndarray:
     """Doubles ``w'`` near ``w`` with ``a·w' = a·w = 0`` exactly when possible.
 
@@ -302,7 +308,9 @@ def _round_orthogonal(w: np.ndarray, a: np.ndarray) -> np.ndarray:
     return out
 
 
-def export_float64(interp: Interpolation) -> tuple[Schedule, flint.fmpq | None]:
+def export_float64(
+    interp: Interpolation, *, method: str = "exact"
+) -> tuple[Schedule, flint.fmpq | None]:
     """The schedule of ``interp`` with every parameter a binary64 double, and a certified upper
     bound of ``max_n |Φ_T(x_n) − y_n|_2`` for the flow of those doubles.
 
@@ -310,6 +318,16 @@ def export_float64(interp: Interpolation) -> tuple[Schedule, flint.fmpq | None]:
     rounded so that it stays exactly orthogonal to its piece's normal (when the normal has an
     entry ± a power of two, as ``u`` and ``v`` of construction A do), so the rounded pieces
     stay laminar and the error is computed exactly. Otherwise the flow engines bound it.
+
+    Parameters
+    ----------
+    interp : Interpolation
+    method : {"exact", "float64"}
+        ``"exact"``: the error computed exactly (rational flow of the doubles; its square is
+        what an interpolation certificate claims). ``"float64"``: an upper bound in float64
+        with a priori rounding-error bounds (:mod:`certified.interpolation.fast`), a few times
+        the cost of a float64 evaluation; falls back to ``"exact"`` when the data or the
+        rounded pieces do not qualify.
 
     Returns
     -------
@@ -332,5 +350,14 @@ def export_float64(interp: Interpolation) -> tuple[Schedule, flint.fmpq | None]:
         b = np.array([_nearest(q) for q in piece.b], dtype=object)
         pieces.append(Piece(_nearest(piece.duration), W, A, b))
     sched = Schedule(interp.schedule.dimension, interp.schedule.activation, tuple(pieces))
+    if method not in ("exact", "float64"):
+        raise InputError(f"method: {method!r} is not 'exact' or 'float64'")
+    if method == "float64":
+        from certified.interpolation.fast import certified_error_float64, float_phases
+
+        phases = float_phases(sched, [tuple(h["pieces"]) for h in interp.hints["phases"]])
+        Xf, Yf = _doubles(interp.X), _doubles(interp.Y)
+        if phases is not None and Xf is not None and Yf is not None:
+            return sched, to_fmpq(certified_error_float64(phases, Xf, Yf))
     verdict = verify_interpolation(interp.X, interp.Y, sched)
     return sched, verdict.max_error
