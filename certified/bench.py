@@ -327,10 +327,18 @@ def bench_wasserstein(quick: bool = False) -> list[Benchmark]:
     return run(quick)
 
 
+def bench_interpolation(quick: bool = False) -> list[Benchmark]:
+    """Exact interpolation at N = 100,000 (``certified/interpolation/bench.py``)."""
+    from certified.interpolation.bench import bench_interpolation as run
+
+    return run(quick)
+
+
 SUITES: dict[str, Callable[[bool], list[Benchmark]]] = {
     "arith": bench_arith,
     "flow": bench_flow,
     "wasserstein": bench_wasserstein,
+    "interpolation": bench_interpolation,
 }
 
 

@@ -1,0 +1,138 @@
+"""``certified bench interpolation``: exact construction and verification at N = 100,000,
+d = 16, p = 16 (targets: 60 s; checker 30 s), and the certified error of the float64 export
+against a float64 evaluation of the same flow (target ratio 5)."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import time
+from collections.abc import Iterator
+
+import numpy as np
+
+__all__ = ["bench_interpolation"]
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    # millions of fmpq objects: the cyclic collector's passes are pure overhead here
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _timed(f):
+    t = time.perf_counter()
+    out = f()
+    return out, time.perf_counter() - t
+
+
+def _best(f, repeats: int) -> float:
+    f()
+    return min(_timed(f)[1] for _ in range(repeats))
+
+
+def bench_interpolation(quick: bool = False) -> list:
+    """Run the suite; figures are wall-clock seconds of one run on this machine.
+
+    Guarantee: none (timings); the verdicts inside are the library's.
+    """
+    from certified.bench import Benchmark
+    from certified.certificates import dumps_certificate
+    from certified.checker import MAX_BYTES, check_certificate
+    from certified.interpolation import (
+        construct_interpolation,
+        export_float64,
+        verify_interpolation,
+    )
+    from certified.interpolation.certificate import interpolation_certificate
+    from certified.interpolation.fast import (
+        certified_error_float64,
+        float64_images,
+        float_phases,
+    )
+
+    N, d, p = (2_000 if quick else 100_000), 16, 16
+    rng = np.random.default_rng(240109902)
+    X, Y = rng.random((N, d)), rng.random((N, d))
+    out = []
+    with _gc_paused():
+        interp, t_construct = _timed(lambda: construct_interpolation(X, Y, p))
+        verdict, t_verify = _timed(lambda: verify_interpolation(X, Y, interp.schedule))
+        spans = [tuple(h["pieces"]) for h in interp.hints["phases"]]
+        # float64 evaluation of the same flow (parameters rounded to nearest), phase by phase
+        nearest = [(a, tau, W, brk) for a, tau, W, brk in _nearest_phases(interp.schedule, spans)]
+        t_float = _best(lambda: float64_images(nearest, X), 3)
+        out.append(
+            Benchmark(
+                f"construct + exact verify, N={N} d={d} p={p}",
+                t_construct + t_verify,
+                "float64 flow",
+                t_float,
+                (t_construct + t_verify) / t_float,
+                None,
+                {
+                    "target_seconds": 60,
+                    "construct_seconds": round(t_construct, 3),
+                    "verify_seconds": round(t_verify, 3),
+                    "exact": verdict.exact,
+                    "switches": verdict.switches,
+                    "formula_switches": interp.formula_switches,
+                },
+            )
+        )
+        cert = interpolation_certificate(interp, verdict=verdict)
+        check, t_check = _timed(lambda: check_certificate(cert))
+        size = len(dumps_certificate(cert).encode())
+        out.append(
+            Benchmark(
+                "checker re-verifies the certificate (parsed JSON, in memory)",
+                t_check,
+                "float64 flow",
+                t_float,
+                t_check / t_float,
+                None,
+                {
+                    "target_seconds": 30,
+                    "verified": check.verified,
+                    "certificate_bytes": size,
+                    "file_within_MAX_BYTES": size <= MAX_BYTES,
+                },
+            )
+        )
+        sched, _ = export_float64(interp, method="float64")
+        phases = float_phases(sched, spans)
+        t_cert = _best(lambda: certified_error_float64(phases, X, Y), 3)
+        t_eval = _best(lambda: float64_images(phases, X), 3)
+        bound = certified_error_float64(phases, X, Y)
+        err = float(np.max(np.linalg.norm(float64_images(phases, X) - Y, axis=1)))
+        out.append(
+            Benchmark(
+                "certified error of the float64 export",
+                t_cert,
+                "float64 flow",
+                t_eval,
+                t_cert / t_eval,
+                5.0,
+                {"certified_max_error": f"{bound:.3e}", "float64_max_error": f"{err:.3e}"},
+            )
+        )
+    return out
+
+
+def _nearest_phases(schedule, spans):
+    """Phases of the exact schedule with every parameter rounded to the nearest double."""
+    out = []
+    for lo, hi in spans:
+        pieces = schedule.pieces[lo:hi]
+        tau = np.concatenate([np.full(q.width, q.duration_float) for q in pieces])
+        W = np.concatenate([q.W_float.T for q in pieces])
+        brk = -np.concatenate([q.b_float for q in pieces])
+        order = np.argsort(brk, kind="stable")
+        out.append((pieces[0].A_float[0], tau[order], W[order], brk[order]))
+    return out
