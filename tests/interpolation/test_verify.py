@@ -116,3 +116,30 @@ def test_bad_input():
         verify_interpolation(X, Y, {"dimension": 3})
     with pytest.raises(ShapeError):
         verify_interpolation(X, Y[:3], interp.schedule)
+
+
+@given(st.integers(1, 40), st.integers(2, 5), st.integers(1, 6), st.integers(0, 2**32))
+@settings(max_examples=15)
+def test_float64_fast_bound_contains_the_exact_error(N, d, p, seed):
+    rng = np.random.default_rng(seed)
+    Xs, Ys = rng.random((N, d)) * 4 - 2, rng.random((N, d))
+    interp = construct_interpolation(Xs, Ys, p, variant="general")
+    sched, exact_err = export_float64(interp)
+    sched_fast, bound = export_float64(interp, method="float64")
+    assert sched_fast == sched
+    v = verify_interpolation(Xs, Ys, sched)
+    assert bound * bound >= v.max_error_squared
+    assert bound >= exact_err or bound * bound >= v.max_error_squared
+
+
+def test_float64_fast_path_images_match_the_exact_flow():
+    from certified.interpolation.fast import float64_images, float_phases
+
+    interp = construct_interpolation(X, Y, 3)
+    sched, _ = export_float64(interp)
+    spans = [tuple(h["pieces"]) for h in interp.hints["phases"]]
+    phases = float_phases(sched, spans)
+    exact = laminar_images(sched, interp.X)
+    approx = float64_images(phases, X)
+    assert np.allclose(approx, np.array(exact.tolist(), dtype=float), atol=1e-6)
+    assert float_phases(interp.schedule, spans) is None  # not doubles: no float path
