@@ -225,7 +225,7 @@ def construct_autonomous(
     Examples
     --------
     >>> r = construct_autonomous([[0, 0], [3, 1]], [[1, 2], [4, -1]])
-    >>> r.schedule.switches, r.verdict.max_error < 1e-9
+    >>> r.schedule.switches, r.verdict.max_error < flint.fmpq(1, 10**9)
     (0, True)
 
     Guarantee: ``verdict.max_error`` bounds ``max_n |Φ_T(x_n) − y_n|_2`` rigorously.

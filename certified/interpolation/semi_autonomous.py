@@ -207,11 +207,17 @@ def replay_semi_autonomous(schedule: Schedule, X: Any) -> np.ndarray | None:
     return Z
 
 
-def _direction_u(Xq: np.ndarray) -> list[flint.fmpq]:
+def _direction_u(Xq: np.ndarray, Yq: np.ndarray) -> list[flint.fmpq]:
+    """u = (1, t, t², ...) with the u·x_n distinct and no y_n − y_m parallel to u (each
+    condition excludes finitely many t)."""
     N, d = Xq.shape
     for t in range(1, N * N * d + 3):
         u = [flint.fmpq(t**k) for k in range(d)]
-        if len({dot(u, x) for x in Xq}) == N:
+        if len({dot(u, x) for x in Xq}) < N:
+            continue
+        nu = dot(u, u)
+        mids = {tuple(y[k] - dot(u, y) / nu * u[k] for k in range(d)) for y in Yq}
+        if len(mids) == N:
             return u
     raise InputError("X: no direction separates the points")  # pragma: no cover
 
@@ -301,7 +307,7 @@ def construct_semi_autonomous(X: Any, Y: Any, width: int, *, time: Any = 1) -> S
     m = p // (2 * d)
     K = -(-N // m)
     tau = T / (2 * K)
-    u = _direction_u(Xq)
+    u = _direction_u(Xq, Yq)
     nu = dot(u, u)
     mu = [dot(u, Yq[n] - Xq[n]) / nu for n in range(N)]
     Z = [[Yq[n][k] - Xq[n][k] - mu[n] * u[k] for k in range(d)] for n in range(N)]
