@@ -22,8 +22,9 @@ def _piece(value: Any, where: str, d: int, a: list, a_raw: list, terms: list) ->
     # each neuron tau w sigma(a.x + beta) adds (breakpoint -beta, tau w ++ tau w beta) to terms
     fields(value, where, ("duration", "W", "A", "b"))
     tau = exact(value["duration"], f"{where}.duration")
-    W = matrix(value["W"], f"{where}.W", d, None)
-    p = len(W[0])
+    rows = array(value["W"], f"{where}.W", d)
+    p = len(array(rows[0], f"{where}.W[0]"))  # "0" (most of W) is read without parsing
+    W = [[_ZERO if x == "0" else exact(x, f"{where}.W") for x in array(r, where, p)] for r in rows]
     b = vector(value["b"], f"{where}.b", p)
     # a is given as strings (checked by the caller): equal JSON rows denote equal numbers
     if tau <= 0 or array(value["A"], f"{where}.A", p) != [a_raw] * p:
