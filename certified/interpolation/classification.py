@@ -308,7 +308,8 @@ def construct_classification(
         zg = [sigma * (Z[n][j] - 1) for n in idx]
         # dyadic amplitudes and widths (powers of two) keep the bit sizes of the positions, and
         # so of the next normals, from compounding
-        lift = _pow2_at_least(max(_ZERO, max(-z for z in zg)) / omega + 1)
+        # the group ends at z >= 1 (its coordinate j moves by ω G(c))
+        lift = _pow2_at_least((max(_ZERO, max(-z for z in zg)) + 1) / omega)
         s_all = [dot(a, row) for row in Z]
         if not groups:
             H = lift
@@ -316,7 +317,7 @@ def construct_classification(
             for n in other_idx:
                 zn = sigma * (Z[n][j] - 1)
                 K = max(K, (zn + omega * H) / (omega * abs(s_all[n] - c)))
-            K = _pow2_at_least(K + 1)
+            K = _pow2_at_least(2 * K) if K > 0 else _pow2_at_least(H)
             ca = c - H / K
             items = [(-1, ca, -K), (1, ca, K), (1, c, -2 * K)]
         else:
