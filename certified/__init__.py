@@ -74,6 +74,11 @@ _LAZY = {
     "construct_interpolation": "certified.interpolation",
     "verify_interpolation": "certified.interpolation",
     "export_float64": "certified.interpolation",
+    "construct_classification": "certified.interpolation.classification",
+    "verify_classification": "certified.interpolation.classification",
+    "check_semi_autonomous": "certified.interpolation.semi_autonomous",
+    "construct_autonomous": "certified.interpolation.autonomous",
+    "separation_probability": "certified.interpolation.autonomous",
 }
 
 __all__ = [
@@ -137,6 +142,11 @@ __all__ = [
     "construct_interpolation",
     "verify_interpolation",
     "export_float64",
+    "construct_classification",
+    "verify_classification",
+    "check_semi_autonomous",
+    "construct_autonomous",
+    "separation_probability",
 ]
 
 if TYPE_CHECKING:  # static analysers see the eager imports
