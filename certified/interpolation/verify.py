@@ -103,53 +103,69 @@ def _ratio(a: np.ndarray, normal: np.ndarray) -> flint.fmpq | None:
     return lam
 
 
+def _normal_and_scales(piece: Piece) -> tuple[np.ndarray | None, tuple | None]:
+    """:meth:`Piece.laminar_normal` and :meth:`Piece.laminar_scales`, with a vectorised fast
+    path for the common case of equal rows of A (scales 1)."""
+    A = piece.A
+    a = A[0]
+    if any(q != 0 for q in a) and bool(np.all(A == a[None, :])):
+        if all(q == 0 for q in a.dot(piece.W)):
+            return a, (flint.fmpq(1),) * piece.width
+        return None, None
+    return piece.laminar_normal(), piece.laminar_scales()
+
+
 def laminar_runs(schedule: Schedule) -> list[tuple[int, int, np.ndarray, list[flint.fmpq]]]:
     """Maximal runs of consecutive laminar pieces whose normals lie on one line.
 
-    Returns ``(start, stop, normal, lambdas)`` with ``piece_j normal = lambdas[j] · normal``.
+    Returns ``(start, stop, normal, lambdas, scales)`` with ``piece_j normal = lambdas[j] ·
+    normal`` and ``scales[j]`` the factors of its rows (:meth:`Piece.laminar_scales`).
     Raises ValueError when a piece is not laminar.
     """
     runs: list = []
     for j, piece in enumerate(schedule.pieces):
-        a = piece.laminar_normal()
+        a, scales = _normal_and_scales(piece)
         if a is None:
             raise ValueError(f"pieces[{j}] is not laminar")
         if runs:
-            start, _stop, normal, lams = runs[-1]
+            start, _stop, normal, lams, sc = runs[-1]
             lam = _ratio(a, normal)
             if lam is not None:
-                runs[-1] = (start, j + 1, normal, lams + [lam])
+                runs[-1] = (start, j + 1, normal, [*lams, lam], [*sc, scales])
                 continue
-        runs.append((j, j + 1, a, [flint.fmpq(1)]))
+        runs.append((j, j + 1, a, [flint.fmpq(1)], [scales]))
     return runs
 
 
-def _run_map(pieces, normal, lams, alpha, X: np.ndarray) -> np.ndarray:
+def _run_map(pieces, normal, lams, scales, alpha, X: np.ndarray) -> np.ndarray:
     """``x + G(a·x)`` for a run: exact (proofs/bounds.md#interp-phase)."""
-    _N, d = X.shape
     s = X.dot(normal)
-    # one row per neuron: c = tau w, sigma(mu s + beta), mu = (scale) (lambda)
-    C = np.concatenate([piece.W.T * piece.duration for piece in pieces])
-    mu = np.empty(len(C), dtype=object)
-    mu[:] = [
-        c * lam for piece, lam in zip(pieces, lams, strict=True) for c in piece.laminar_scales()
-    ]
-    beta = np.concatenate([piece.b for piece in pieces])
+    # only coordinates some w_i moves (phase 2 of A moves one): G is zero in the others
+    cols = [k for k in range(X.shape[1]) if any(q != 0 for p in pieces for q in p.W[k])]
     out = X.copy()
+    if not cols:
+        return out
+    d = len(cols)
+    # one row per neuron: c = tau w, sigma(mu s + beta), mu = (scale) (lambda)
+    C = np.concatenate([piece.W[cols].T * piece.duration for piece in pieces])
+    mu = np.empty(len(C), dtype=object)
+    mu[:] = [c * lam for sc, lam in zip(scales, lams, strict=True) for c in sc]
+    unit = all(m == 1 for m in mu)
+    beta = np.concatenate([piece.b for piece in pieces])
     if alpha:  # sigma(z) = alpha z + (1 - alpha) z_+: the alpha part is linear in s everywhere
-        out = out + np.outer(s, (C * (alpha * mu)[:, None]).sum(axis=0))
-        out = out + (C * (alpha * beta)[:, None]).sum(axis=0)[None, :]
-    C = C * (1 - alpha)
+        out[:, cols] += np.outer(s, (C * (alpha * mu)[:, None]).sum(axis=0))
+        out[:, cols] += (C * (alpha * beta)[:, None]).sum(axis=0)[None, :]
+        C = C * (1 - alpha)
     zero_row = np.full((1, d), _ZERO, dtype=object)
     for positive in (True, False):
         sel = np.array([(m > 0) == positive for m in mu], dtype=bool)
         if not sel.any():
             continue
         m_, b_, c_ = mu[sel], beta[sel], C[sel]
-        brk = -b_ / m_
+        brk = -b_ if unit else -b_ / m_
         order = sorted(range(len(brk)), key=brk.__getitem__)
         brk, m_, b_, c_ = brk[order], m_[order], b_[order], c_[order]
-        sl, ic = c_ * m_[:, None], c_ * b_[:, None]
+        sl, ic = (c_ if unit else c_ * m_[:, None]), c_ * b_[:, None]
         # (mu s + beta)_+ is active where s is beyond the breakpoint -beta/mu
         if positive:  # active where breakpoint < s: prefix sums
             idx = np.searchsorted(brk, s, side="left")
@@ -159,7 +175,7 @@ def _run_map(pieces, normal, lams, alpha, X: np.ndarray) -> np.ndarray:
             idx = np.searchsorted(brk, s, side="right")
             cs = np.concatenate([np.cumsum(sl[::-1], axis=0)[::-1], zero_row])
             ci = np.concatenate([np.cumsum(ic[::-1], axis=0)[::-1], zero_row])
-        out = out + cs[idx] * s[:, None] + ci[idx]
+        out[:, cols] += cs[idx] * s[:, None] + ci[idx]
     return out
 
 
@@ -174,8 +190,8 @@ def laminar_images(schedule: Schedule, X: np.ndarray) -> np.ndarray:
         raise ValueError("the activation is not piecewise linear")
     alpha = _alpha(schedule)
     out = X
-    for start, stop, normal, lams in laminar_runs(schedule):
-        out = _run_map(schedule.pieces[start:stop], normal, lams, alpha, out)
+    for start, stop, normal, lams, scales in laminar_runs(schedule):
+        out = _run_map(schedule.pieces[start:stop], normal, lams, scales, alpha, out)
     return out
 
 
@@ -229,8 +245,11 @@ def verify_interpolation(
         )
     L = schedule.switches
     formula = formula_switches(N, schedule.width, "general")
-    if schedule.activation.is_piecewise_linear and schedule.is_laminar():
+    try:
         images = laminar_images(schedule, Xq)
+    except ValueError:  # not laminar, or not piecewise linear
+        images = None
+    if images is not None:
         sq = max(_squared_errors(images, Yq))
         return InterpolationVerdict(
             "VERIFIED", sq == 0, sqrt_upper(sq), L, formula, "laminar-exact", "", sq
