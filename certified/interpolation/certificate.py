@@ -129,14 +129,24 @@ def run(args: argparse.Namespace) -> int:
     schedule = interp.schedule
     if args.float:
         schedule, _ = export_float64(interp)
+        if not schedule.is_laminar() and args.variant == "auto":
+            # C's direction u is a long integer vector: its doubles are not laminar; A's are
+            interp = construct_interpolation(X, Y, args.width, time=args.time, variant="general")
+            schedule, _ = export_float64(interp)
     verdict = verify_interpolation(interp.X, interp.Y, schedule)
-    cert = interpolation_certificate(interp, schedule, verdict)
-    check = check_certificate(cert)  # re-checked before anything is written
-    path = write_certificate(args.out, cert) if check.verified else None
-    ok = check.verified and verdict.verdict == "VERIFIED"
-    message = (
-        "" if check.verified else f"the checker did not accept the certificate: {check.reason}"
+    path, message = (
+        None,
+        (
+            "the float64 parameters are not laminar (no exact replay, no interpolation "
+            "certificate); use --variant general, or certify the flow with `certified flow`"
+        ),
     )
+    if verdict.max_error_squared is not None:
+        cert = interpolation_certificate(interp, schedule, verdict)
+        check = check_certificate(cert)  # re-checked before anything is written
+        message = "" if check.verified else f"the checker did not accept: {check.reason}"
+        path = write_certificate(args.out, cert) if check.verified else None
+    ok = path is not None and verdict.verdict == "VERIFIED"
     if args.json:
         out = {
             "command": "interpolate",
@@ -154,12 +164,13 @@ def run(args: argparse.Namespace) -> int:
         print()
     else:
         N, d = interp.X.shape
-        what = "exactly" if verdict.exact else f"within {float(verdict.max_error):.3g}"
+        err = verdict.max_error
+        what = "exactly" if verdict.exact else f"within {float(err):.3g}" if err else "(?)"
         print(
             f"{interp.variant}: N={N} d={d} p={schedule.width}: Phi_T(x_n) = y_n {what}; "
             f"L = {verdict.switches} switches (formula {interp.formula_switches})"
         )
-        print("VERIFIED" + (f": certificate written to {path}" if path else f": {message}"))
+        print(f"VERIFIED: certificate written to {path}" if ok else f"UNDECIDED: {message}")
     if path is None:
         print(f"certified interpolate: {message}", file=sys.stderr)
         return 1

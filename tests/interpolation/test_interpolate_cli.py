@@ -80,3 +80,21 @@ def test_missing_data_file_exits_2(tmp_path, capsys):
     argv = ["interpolate", "--data", str(tmp_path / "none.json"), "--width", "2"]
     assert main([*argv, "--out", str(out)]) == 2
     assert not out.exists()
+
+
+def test_float_export_of_the_high_dimensional_variant(tmp_path, capsys):
+    # C's direction is a long integer vector: its rounded pieces are not laminar. auto falls
+    # back to A (laminar doubles, certificate); an explicit high-dim writes nothing, exit 1
+    rng = np.random.default_rng(1)
+    data = _dataset(tmp_path, rng.random((2, 4)), rng.random((2, 4)))
+    out = tmp_path / "auto.json"
+    argv = ["interpolate", "--data", str(data), "--width", "1", "--float", "--json"]
+    assert main([*argv, "--out", str(out)]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["variant"] == "general" and res["exact"] is False
+    assert check_file(out).verified
+    out2 = tmp_path / "high.json"
+    assert main([*argv, "--variant", "high-dim", "--out", str(out2)]) == 1
+    res = json.loads(capsys.readouterr().out)
+    assert res["verdict"] == "UNDECIDED" and res["certificate"] is None
+    assert not out2.exists()
