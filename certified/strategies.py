@@ -275,7 +275,8 @@ def near_degenerate_datasets(n: Any = (2, 20), d: Any = (2, 5)) -> Any:
                     x[-1] = math.nextafter(x[-1], math.inf)
                 y = [float(k)] + [1.0] * (D - 1)
             elif kind == "axis":  # y_n - y_m all parallel to e_0, x's on a vertical line
-                x = [float(base[0])] + [float(k)] * (D - 1)
+                # (in dimension 1 there is no vertical line: the x's are the integers k)
+                x = [float(base[0])] + [float(k)] * (D - 1) if D > 1 else [float(k)]
                 y = [float(k)] + [0.0] * (D - 1)
             elif kind == "swap":  # targets are the other points (a permutation of X)
                 x = [float(k)] + [float(base[j]) for j in range(1, D)]
