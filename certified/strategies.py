@@ -317,6 +317,7 @@ def schedules(
     d, pieces, width : int or (low, high)
         Dimension, number of pieces, width of each piece.
     activation : {"relu", "leaky_relu", "tanh", "sigmoid"}
+        ``leaky_relu`` schedules get a dyadic slope ``k / 2^denominator_exp`` in (0, 1).
     laminar : bool
         Every piece laminar with a shared normal (``a_i = a``, every ``w_i ⊥ a``: the exact
         pieces of the interpolation constructions). Needs ``d >= 2`` (in d = 1 a laminar piece
@@ -368,7 +369,10 @@ def schedules(
                 A = [[draw(entry) for _ in range(D)] for _ in range(P)]
             b = [draw(entry) for _ in range(P)]
             out.append(Piece(draw(duration), W, A, b, f"pieces[{j}]"))
-        return Schedule(D, activation, tuple(out))
+        slope = None
+        if activation == "leaky_relu":  # a dyadic slope in (0, 1): the schedule stays doubles
+            slope = draw(st.integers(1, den - 1)) / den if den > 1 else 0.5
+        return Schedule(D, activation, tuple(out), slope)
 
     return build()
 
