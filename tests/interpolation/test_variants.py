@@ -183,6 +183,8 @@ def test_semi_autonomous_refuted_with_an_exact_minor(p, d, N):
 
 @settings(max_examples=25)
 @given(datasets(n=(1, 25), d=(2, 4)), st.integers(1, 12))
+# regression: y_1 - y_0 parallel to u = (1, 1) once made the phase-2 direction impossible
+@example((np.array([[0.0, 0.0], [1.0, 0.0]]), np.array([[0.0, 0.0], [1.0, 1.0]])), 4)
 def test_semi_autonomous_verdicts(data, p):
     X, Y = data
     N, d = X.shape
