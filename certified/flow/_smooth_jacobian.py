@@ -292,7 +292,7 @@ def _parse(W_list, A_list, b_list, durations, box, activation, order, max_step, 
     if isinstance(max_halvings, bool) or not isinstance(max_halvings, int) or max_halvings < 0:
         raise InputError(f"max_halvings: expected an integer >= 0, got {max_halvings!r}")
     for name, x in (("W_list", W_list), ("A_list", A_list), ("b_list", b_list)):
-        if not isinstance(x, (list, tuple)):
+        if not isinstance(x, (list, tuple, np.ndarray)):
             raise InputError(f"{name}: expected a list with one array per piece")
     if not isinstance(durations, (list, tuple, np.ndarray)):
         raise InputError("durations: expected a list with one duration per piece")

@@ -447,6 +447,7 @@ _OK = dict(W_list=[[[1.0]]], A_list=[[[1.0]]], b_list=[[0.0]], durations=["1/4"]
         ({"box": Interval(np.zeros(0))}, ShapeError, "box"),
         ({"box": _box([0.0, 0.0], 0.1)}, ShapeError, "box"),
         ({"box": [[0.0, 1.0]]}, InputError, "Interval"),
+        ({"W_list": 1.0}, InputError, "W_list"),
         ({"W_list": [[[float("nan")]]]}, NonFiniteError, "W_list[0]"),
         ({"b_list": [[float("inf")]]}, NonFiniteError, "b_list[0]"),
         ({"durations": ["nan"]}, InputError, "durations[0]"),
