@@ -110,11 +110,15 @@ def _pairs(X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def displacement_rank_witness(
-    X: Any, Y: Any
+    X: Any, Y: Any, size: int | None = None
 ) -> tuple[int, tuple[int, ...], tuple[int, ...], flint.fmpq]:
-    """Exact rank r of ``D = Y − X`` with r rows and r columns of D whose minor is nonzero.
+    """Exact rank r of ``D = Y − X``, and ``k = min(r, size)`` rows and k columns of D whose
+    k×k minor is nonzero (``size`` None: k = r).
 
-    Guarantee: exact.
+    Rows are chosen greedily among linearly independent rows (any k of them are independent),
+    then k columns greedily for those rows (their k×d matrix has rank k).
+
+    Guarantee: exact (the returned determinant is the exact, nonzero minor).
     """
     Xq = as_points(X, "X")
     Yq = as_points(Y, "Y", Xq.shape[1])
@@ -126,22 +130,25 @@ def displacement_rank_witness(
             rows = cand
             if len(rows) == D.shape[1]:
                 break
+    rank = len(rows)
+    rows = rows[: rank if size is None else min(rank, size)]
     cols: list[int] = []
     for k in range(D.shape[1]):
+        if len(cols) == len(rows):
+            break
         cand = cols + [k]
-        sub = [[D[i, c] for c in cand] for i in rows]
-        if sub and flint.fmpq_mat(sub).rank() == len(cand):
+        if flint.fmpq_mat([[D[i, c] for c in cand] for i in rows]).rank() == len(cand):
             cols = cand
     det = flint.fmpq_mat([[D[i, c] for c in cols] for i in rows]).det() if rows else flint.fmpq(1)
-    return len(rows), tuple(rows), tuple(cols), det
+    return rank, tuple(rows), tuple(cols), det
 
 
 def refuting_dataset(width: int, d: int, N: int) -> tuple[np.ndarray, np.ndarray]:
     """Integer data (x's and y's pairwise distinct) whose displacements have rank
     ``min(d, N)``; for ``width < min(d, N)`` they refute the semi-autonomous statement.
 
-    ``x_n = n e_0`` and ``y_n = x_n + e_{n mod d}`` (``+ 2e_0`` for the first coordinate so that
-    the y's stay distinct).
+    ``x_n = 3n e_0`` and ``y_n = x_n + e_{n mod d}`` (the first coordinates 3n and 3n + 1 never
+    coincide, so the y's are distinct).
 
     Guarantee: exact (object arrays of fmpq).
     """
@@ -375,11 +382,10 @@ def check_semi_autonomous(X: Any, Y: Any, width: int, *, time: Any = 1) -> SemiA
     N, d = Xq.shape
     require_dimension_two(d, "interpolation")
     positive_time(time)
-    rank, rows, cols, _ = displacement_rank_witness(Xq, Yq)
+    rank, rows, cols, minor = displacement_rank_witness(Xq, Yq, size=p + 1)
     formula = 2 * (-(-N // p)) - 1
     if rank > p:
-        r = (rows[: p + 1], cols[: p + 1])
-        minor = flint.fmpq_mat([[Yq[i, c] - Xq[i, c] for c in r[1]] for i in r[0]]).det()
+        r = (rows, cols)
         return SemiAutonomousVerdict(
             "REFUTED", p, rank, r, minor, None, None, formula,
             f"the displacements y_n - x_n span a space of dimension {rank} > p = {p}; a "

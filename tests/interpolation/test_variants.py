@@ -181,6 +181,36 @@ def test_semi_autonomous_refuted_with_an_exact_minor(p, d, N):
     assert det == v.determinant != 0
 
 
+def _leibniz(D):
+    k = len(D)
+    det = flint.fmpq(0)
+    for perm in itertools.permutations(range(k)):
+        sign = (-1) ** sum(1 for a, b in itertools.combinations(perm, 2) if a > b)
+        det += sign * math.prod((D[r][perm[r]] for r in range(k)), start=flint.fmpq(1))
+    return det
+
+
+@settings(max_examples=30)
+@given(datasets(n=(2, 12), d=(3, 6), layout="random"), st.integers(1, 3))
+@example(  # regression: a leading submatrix of a nonsingular minor can be singular
+    (
+        np.array([[0.0, 0.0, 0.0], [5.0, 0.0, 0.0], [0.0, 5.0, 0.0]]),
+        np.array([[1.0, 0.0, 0.0], [6.0, 0.0, 1.0], [0.0, 6.0, 0.0]]),
+    ),
+    1,
+)
+def test_semi_autonomous_witness_minor_on_general_data(data, p):
+    X, Y = data
+    v = check_semi_autonomous(X, Y, p) if len({tuple(r) for r in X}) == len(X) else None
+    rank = displacement_rank_witness(X, Y)[0]
+    if v is None or rank <= p:
+        return
+    rows, cols = v.witness
+    assert len(rows) == len(cols) == p + 1
+    D = [[to_fmpq(Y[i, c]) - to_fmpq(X[i, c]) for c in cols] for i in rows]
+    assert _leibniz(D) == v.determinant != 0
+
+
 @settings(max_examples=25)
 @given(datasets(n=(1, 25), d=(2, 4)), st.integers(1, 12))
 # regression: y_1 - y_0 parallel to u = (1, 1) once made the phase-2 direction impossible
