@@ -254,7 +254,7 @@ def construct_autonomous(
             else f"coordinate: {coordinate} is not a separating coordinate of the data"
         )
     mp = mpmath.mp
-    with mpmath.workdps(50):  # producer arithmetic only: the flow engine certifies below
+    with mpmath.workdps(30):  # producer arithmetic only: the flow engine certifies below
 
         def m(q: flint.fmpq) -> Any:
             return mp.mpf(int(q.p)) / int(q.q)
@@ -264,14 +264,28 @@ def construct_autonomous(
         hi = [m(max(Xq[n, j], Yq[n, j])) for n in order]
         span = hi[-1] - lo[0]
         first_gap = min([lo[k + 1] - hi[k] for k in range(N - 1)] + [span if span > 0 else 1])
-        kappa = [lo[0] - first_gap] + [(hi[k - 1] + lo[k]) / 2 for k in range(1, N)]
         Tm = m(T)
+        kappa: list[Any] = []
         c: list[Any] = []
         G_list, alpha_list = [], []
         for k, n in enumerate(order):
-            G = sum((c[i] * (kappa[k] - kappa[i]) for i in range(k)), mp.mpf(0))
+            # the kink may sit anywhere in the gap below I_k (below I_1: any distance); take the
+            # candidate with the smallest |α_k|: the flow of the rounded parameters then
+            # amplifies rounding errors least (about e^{|α|T}); tightness only
+            if k == 0:
+                cands = [lo[0] - first_gap * f for f in (1, 4, 16, 64)]
+            else:
+                gap = lo[k] - hi[k - 1]
+                cands = [hi[k - 1] + gap * f for f in (0.125, 0.3125, 0.5, 0.6875, 0.875)]
             prev = sum(c, mp.mpf(0))
-            alpha = _solve_slope(mp, m(Xq[n, j]), m(Yq[n, j]), kappa[k], G, Tm)
+            best = None
+            for kap in cands:
+                G = sum((c[i] * (kap - kappa[i]) for i in range(k)), mp.mpf(0))
+                alpha = _solve_slope(mp, m(Xq[n, j]), m(Yq[n, j]), kap, G, Tm)
+                if best is None or abs(alpha) < abs(best[2]):
+                    best = (kap, G, alpha)
+            kap, G, alpha = best
+            kappa.append(kap)
             c.append(alpha - prev)
             G_list.append(G)
             alpha_list.append(alpha)
