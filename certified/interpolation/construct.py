@@ -145,8 +145,29 @@ def first_duplicate(rows: list) -> tuple[int, int] | None:
     return None
 
 
+def _first_duplicate_rows(P: np.ndarray) -> tuple[int, int] | None:
+    """``first_duplicate`` of the rows of ``P``: by numpy for float64 arrays (a double is a
+    rational, equal doubles are equal rationals, -0.0 == 0.0), else exactly."""
+    if P.dtype != np.float64:
+        return first_duplicate([tuple(row) for row in P.tolist()])
+    order = np.lexsort(P.T[::-1]) if P.shape[1] else np.arange(len(P))
+    same = np.all(P[order[1:]] == P[order[:-1]], axis=1)
+    if not same.any():
+        return None
+    k = int(np.argmax(same))
+    i, j = int(order[k]), int(order[k + 1])
+    return min(i, j), max(i, j)
+
+
+def _float64(a: Any, exact: np.ndarray) -> np.ndarray:
+    """``a`` as float64 when it is a float array that converts exactly, else ``exact``."""
+    if isinstance(a, np.ndarray) and a.dtype in (np.float16, np.float32, np.float64):
+        return a.astype(np.float64)
+    return exact
+
+
 def _duplicates(P: np.ndarray, name: str, what: str) -> None:
-    dup = first_duplicate([tuple(row) for row in P.tolist()])
+    dup = _first_duplicate_rows(P)
     if dup is not None:
         i, j = dup
         raise DuplicatePointError(f"{name}: {name}[{i}] and {name}[{j}] are equal; {what}")
@@ -176,8 +197,10 @@ def read_pairs(X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray]:
             f"Y: shape {Yq.shape} differs from X {Xq.shape}; give one target per point, "
             "same dimension"
         )
-    _duplicates(Xq, "X", "a flow map is injective: remove one of the pairs")
-    _duplicates(Yq, "Y", "a flow map is injective, so two points cannot reach one target")
+    _duplicates(_float64(X, Xq), "X", "a flow map is injective: remove one of the pairs")
+    _duplicates(
+        _float64(Y, Yq), "Y", "a flow map is injective, so two points cannot reach one target"
+    )
     return Xq, Yq
 
 
@@ -233,15 +256,16 @@ def _distinct(values: np.ndarray) -> bool:
     return all(a != b for a, b in itertools.pairwise(v))
 
 
-def _direction_u(X: np.ndarray, Y: np.ndarray) -> list[int]:
+def _direction_u(X: np.ndarray, Y: np.ndarray, Yf: np.ndarray) -> list[int]:
     d = X.shape[1]
     t = 0
     while True:
         u = [t**k for k in range(d)]
         if _distinct(X.dot(_obj(u))):
-            # y_n - y_m parallel to u (u_0 = 1) iff the rows y_k - u_k y_0 (k >= 1) coincide
-            Q = Y[:, 1:] - Y[:, :1] * _obj(u[1:])[None, :]
-            if first_duplicate([tuple(row) for row in Q.tolist()]) is None:
+            # y_n - y_m parallel to u (u_0 = 1) iff the rows y_k - u_k y_0 (k >= 1) coincide;
+            # for t = 0 those rows are y_1.. (exact in float64 when the data are doubles)
+            Q = Yf[:, 1:] if t == 0 else Y[:, 1:] - Y[:, :1] * _obj(u[1:])[None, :]
+            if _first_duplicate_rows(Q) is None:
                 return u
         t += 1
 
@@ -424,11 +448,11 @@ def _high_dim(X, Y, u, p, T):
     )
 
 
-def _general(X, Y, p, T):
+def _general(X, Y, p, T, Yf):
     N, d = X.shape
     K = -(-N // p)
     tau = T / (2 * K)
-    u = _direction_u(X, Y)
+    u = _direction_u(X, Y, Yf)
     v = _direction_v(Y, u)
     uq = _obj(u)
     norm2 = sum(k * k for k in u)
@@ -512,4 +536,4 @@ def construct_interpolation(
                 if d > N
                 else f"variant: high-dim needs d > N (here d = {d}, N = {N}); use general"
             )
-    return _general(Xq, Yq, p, T)
+    return _general(Xq, Yq, p, T, _float64(Y, Yq))
