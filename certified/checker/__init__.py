@@ -23,6 +23,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from ._interpolation_rule import check_interpolation_v1
+from ._lipschitz_rule import check_lipschitz_v1
 from ._parse import (
     MAX_BYTES,
     MAX_DEPTH,
@@ -36,8 +38,6 @@ from ._parse import (
     load_json,
     show,
 )
-from ._interpolation_rule import check_interpolation_v1
-from ._lipschitz_rule import check_lipschitz_v1
 from ._separation_rule import check_separation_v1
 from ._wasserstein_rule import check_wasserstein_v1
 from .flow import check_flow_v1

@@ -1,5 +1,6 @@
 """Certified flows: results (FlowEnclosure, FlowStatus) and the piecewise-affine ReLU engine."""
 
+from certified.flow._smooth_jacobian import smooth_flow_jacobian
 from certified.flow.relu import (
     DEFAULT_PREC,
     FlowLipschitzBound,
@@ -10,7 +11,6 @@ from certified.flow.relu import (
     relu_flow_float64,
     relu_flow_jacobian,
 )
-from certified.flow._smooth_jacobian import smooth_flow_jacobian
 from certified.flow.result import FlowEnclosure, FlowStatus
 
 __all__ = [
