@@ -137,6 +137,17 @@ def _digits(run: str, where: str) -> int:
     return int(run)
 
 
+_POW2: dict[int, flint.fmpz] = {}
+
+
+def _pow2(k: int) -> flint.fmpz:
+    """``2^k`` for ``0 <= k <= MAX_EXPONENT``, memoised (at most MAX_EXPONENT + 1 entries)."""
+    v = _POW2.get(k)
+    if v is None:
+        v = _POW2[k] = flint.fmpz(2) ** k
+    return v
+
+
 def exact(value: Any, where: str) -> flint.fmpq:
     """The exact rational a certificate number denotes (proofs/format.md section 2)."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
@@ -149,29 +160,32 @@ def exact(value: Any, where: str) -> flint.fmpq:
             raise Rejected(f"{where}: integer with more than {MAX_DIGITS} digits")
         return flint.fmpq(value)
     negative = value.startswith("-")
-    if (m := _INTEGER.fullmatch(value)) is not None:
+    # the three forms are told apart by their separator (one pattern tried per number)
+    form = _DYADIC if "*" in value else _RATIONAL if "/" in value else _INTEGER
+    m = form.fullmatch(value)
+    if m is None:
+        raise Rejected(
+            f'{where}: {show(value)} is not an exact number ("n", "p/q" or "m*2^e"; '
+            "no decimals, spaces or + signs)"
+        )
+    if form is _INTEGER:
         if value == "-0":
             raise Rejected(f'{where}: "-0" is not canonical; write 0')
         magnitude = flint.fmpq(_digits(m[1], where))
-    elif (m := _RATIONAL.fullmatch(value)) is not None:
+    elif form is _RATIONAL:
         p, q = _digits(m[1], where), _digits(m[2], where)
         if q == 1 or flint.fmpz(p).gcd(q) != 1:
             raise Rejected(f"{where}: {show(value)} is not in lowest terms with denominator >= 2")
         magnitude = flint.fmpq(p, q)
-    elif (m := _DYADIC.fullmatch(value)) is not None:
+    else:
         mantissa = _digits(m[1], where)
         if len(m[2].lstrip("-")) > 5 or abs(int(m[2])) > MAX_EXPONENT:
             raise Rejected(f"{where}: dyadic exponent beyond +/-{MAX_EXPONENT}")
         if mantissa % 2 == 0:
             raise Rejected(f"{where}: dyadic {show(value)} has an even mantissa; make it odd")
         e = int(m[2])
-        two_e = flint.fmpz(2) ** abs(e)
+        two_e = _pow2(abs(e))
         magnitude = flint.fmpq(mantissa * two_e) if e >= 0 else flint.fmpq(mantissa, two_e)
-    else:
-        raise Rejected(
-            f'{where}: {show(value)} is not an exact number ("n", "p/q" or "m*2^e"; '
-            "no decimals, spaces or + signs)"
-        )
     return -magnitude if negative else magnitude
 
 
