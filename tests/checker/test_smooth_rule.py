@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+import flint
 import numpy as np
 import pytest
 
@@ -120,3 +121,88 @@ def test_rule_needs_a_smooth_activation_and_enclosures(golden):
     worse = copy.deepcopy(golden)
     worse["claim"] = {"images": [[p[0][0], p[1][0]] for p in golden["claim"]["enclosures"]]}
     assert not check_certificate(worse).verified
+
+
+# --- every numeric field in turn --------------------------------------------------------------
+
+
+def _numeric_leaves(node, path=()):
+    """Paths of every number of a certificate (exact strings and JSON integers)."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _numeric_leaves(v, (*path, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _numeric_leaves(v, (*path, i))
+    elif isinstance(node, int | str) and not isinstance(node, bool):
+        if isinstance(node, int) or any(c.isdigit() for c in node):
+            yield path
+
+
+def _true_images(cert) -> list:
+    """Phi_T of every point of the (possibly edited) instance by mpmath.odefun, 30 digits."""
+    import mpmath
+
+    from certified.arith.exact import to_fmpq
+
+    sched = cert["instance"]["schedule"]
+    act = mpmath.tanh if sched["activation"] == "tanh" else (lambda z: 1 / (1 + mpmath.exp(-z)))
+
+    def q(x):
+        f = to_fmpq(x)
+        return mpmath.mpf(int(f.p)) / int(f.q)
+
+    out = []
+    with mpmath.workdps(30):
+        for x0 in cert["instance"]["points"]:
+            y = [q(v) for v in x0]
+            for pc in sched["pieces"]:
+                W = [[q(v) for v in row] for row in pc["W"]]
+                A = [[q(v) for v in row] for row in pc["A"]]
+                b = [q(v) for v in pc["b"]]
+
+                def f(t, y, W=W, A=A, b=b):
+                    s = [act(sum(a * v for a, v in zip(row, y, strict=True)) + bi)
+                         for row, bi in zip(A, b, strict=True)]  # fmt: skip
+                    return [sum(w * si for w, si in zip(row, s, strict=True)) for row in W]
+
+                y = list(mpmath.odefun(f, 0, y)(q(pc["duration"])))
+            out.append(y)
+    return out
+
+
+def test_every_numeric_field_edit_is_decided_correctly():
+    """Each number of a golden certificate (one point, tanh), in turn, moved by 1/1000: the
+    checker either rejects the edited certificate or its claim is true (the claimed enclosures
+    contain 30-digit odefun images of the edited instance). Hint edits that keep a valid proof
+    (a wider a priori box, a larger radius) are legitimately accepted; none may be false."""
+    from certified.arith.exact import to_fmpq
+
+    cert = _golden("tanh", n=1)
+    assert check_certificate(cert).verified
+    leaves = list(_numeric_leaves(cert))
+    accepted, refs = [], {}
+    for path in leaves:
+        bad = _edit(cert, path, lambda v: v + 1 if isinstance(v, int) else _shift(v))
+        if not check_certificate(bad).verified:
+            continue
+        accepted.append(path)
+        key = repr(bad["instance"])
+        if key not in refs:
+            refs[key] = _true_images(bad)
+        tol = flint.fmpq(1, 10**25)  # the reference's accuracy, far below the widths (~1e-15)
+        for n, image in enumerate(refs[key]):
+            for k, v in enumerate(image):
+                lo, hi = (to_fmpq(e) for e in bad["claim"]["enclosures"][n][k])
+                x = to_fmpq(mpmath_str(v))
+                assert lo - tol <= x <= hi + tol, (path, lo, x, hi)
+    # most numbers matter: the instance, the claim's ends and the centres are all checked
+    assert len(accepted) < len(leaves) / 2, (len(accepted), len(leaves))
+    assert not any(p[0] == "instance" for p in accepted), accepted
+
+
+def mpmath_str(v) -> str:
+    """An mpf as an exact decimal string readable by to_fmpq."""
+    import mpmath
+
+    return mpmath.nstr(v, 28, strip_zeros=False, min_fixed=-30, max_fixed=30)
