@@ -228,3 +228,78 @@ def test_equilibrium_and_laminar_kinds():
     c = copy.deepcopy(cert)  # a moving point is no equilibrium
     c["hints"]["points"][1][0] = {"kind": "equilibrium"}
     assert not check_certificate(c).verified
+
+
+def test_every_numeric_field_edit_is_decided_correctly():
+    """Each number of a golden relu-regions certificate (one point with crossings), in turn,
+    moved by 1/1000 (+1 for integers): rejected, or its claim is true — the claimed enclosure
+    contains the 50-digit region-by-region reference image of the edited instance."""
+    import sys
+    from fractions import Fraction
+    from pathlib import Path
+
+    from certified.arith.exact import to_fmpq
+    from certified.certificates import exact_number
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "flow"))
+    import references as ref
+
+    cert = _golden(0, 2, n=3)
+    assert check_certificate(cert).verified and _crossings(cert)
+
+    def leaves(node, path=()):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                yield from leaves(v, (*path, k))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                yield from leaves(v, (*path, i))
+        elif isinstance(node, int) and not isinstance(node, bool):
+            yield path
+        elif isinstance(node, str) and any(c.isdigit() for c in node):
+            try:
+                to_fmpq(node)
+            except Exception:
+                return
+            yield path
+
+    def frac(s):
+        q = to_fmpq(s)
+        return Fraction(int(q.p), int(q.q))
+
+    paths = list(leaves(cert))
+    accepted, refs = 0, {}
+    for path in paths:
+        bad = copy.deepcopy(cert)
+        node = bad
+        for key in path[:-1]:
+            node = node[key]
+        v = node[path[-1]]
+        node[path[-1]] = (
+            v + 1 if isinstance(v, int) else exact_number(to_fmpq(v) + to_fmpq("1/1000"))
+        )
+        if not check_certificate(bad).verified:
+            continue
+        accepted += 1
+        key = repr(bad["instance"])
+        if key not in refs:
+            pcs = bad["instance"]["schedule"]["pieces"]
+            conv = lambda m: [[frac(x) for x in row] for row in m]  # noqa: E731
+            refs[key] = [
+                ref.piecewise_expm(
+                    [conv(p["W"]) for p in pcs],
+                    [conv(p["A"]) for p in pcs],
+                    [[frac(x) for x in p["b"]] for p in pcs],
+                    [frac(p["duration"]) for p in pcs],
+                    [frac(x) for x in x0],
+                )
+                for x0 in bad["instance"]["points"]
+            ]
+        for n, image in enumerate(refs[key]):
+            for k, y in enumerate(image):
+                lo, hi = (frac(e) for e in bad["claim"]["enclosures"][n][k])
+                man, exp = y.man_exp
+                yq = Fraction(int(man)) * Fraction(2) ** int(exp) * (-1 if y < 0 else 1)
+                tol = Fraction(1, 10**40)
+                assert lo - tol <= yq <= hi + tol, path
+    assert accepted < len(paths) / 2, (accepted, len(paths))
