@@ -19,7 +19,10 @@ every unexpected exception is a rejection, never an acceptance.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,7 +119,8 @@ def check_certificate(obj: Any) -> Verdict:
     Guarantee: ``verified`` implies the statement of ``proofs/semantics.md`` for the kind.
     """
     try:
-        kind, summary = _check(obj)
+        with _gc_paused():
+            kind, summary = _check(obj)
         return Verdict(True, kind, summary)
     except Rejected as exc:
         return Verdict(False, _kind_of(obj), str(exc) or "rejected")
@@ -126,18 +130,32 @@ def check_certificate(obj: Any) -> Verdict:
         return Verdict(False, _kind_of(obj), f"internal error: {type(exc).__name__}: {show(exc)}")
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    # a certificate holds millions of acyclic objects; the cyclic collector's passes over them
+    # are pure overhead (a third of the time on a 200 MB file). Restored on every exit.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def check_bytes(data: bytes) -> Verdict:
     """Check the contents of a certificate file (strict JSON, ``proofs/format.md``).
 
     Guarantee: ``verified`` implies the statement of ``proofs/semantics.md`` for the kind.
     """
-    try:
-        obj = load_json(data)
-    except Rejected as exc:
-        return Verdict(False, None, str(exc))
-    except Exception as exc:
-        return Verdict(False, None, f"internal error: {type(exc).__name__}: {show(exc)}")
-    return check_certificate(obj)
+    with _gc_paused():
+        try:
+            obj = load_json(data)
+        except Rejected as exc:
+            return Verdict(False, None, str(exc))
+        except Exception as exc:
+            return Verdict(False, None, f"internal error: {type(exc).__name__}: {show(exc)}")
+        return check_certificate(obj)
 
 
 def check_file(path: str | os.PathLike[str]) -> Verdict:

@@ -12,7 +12,7 @@ from typing import Any
 import flint
 
 from ._parse import MAX_HEIGHT_BITS as H
-from ._parse import Rejected, array, exact, fields, matrix, small_integer, string, vector
+from ._parse import Rejected, array, exact, exact_row, fields, matrix, small_integer, string, vector
 
 _ZERO = flint.fmpq(0)
 _CLAIM = ("result", "max_error_squared", "switches", "formula_switches", "variant")
@@ -24,7 +24,7 @@ def _piece(value: Any, where: str, d: int, a: list, a_raw: list, terms: list) ->
     tau = exact(value["duration"], f"{where}.duration")
     rows = array(value["W"], f"{where}.W", d)
     p = len(array(rows[0], f"{where}.W[0]"))  # "0" (most of W) is read without parsing
-    W = [[_ZERO if x == "0" else exact(x, f"{where}.W") for x in array(r, where, p)] for r in rows]
+    W = [exact_row(array(r, where, p), f"{where}.W[{k}]") for k, r in enumerate(rows)]
     b = vector(value["b"], f"{where}.b", p)
     # a is given as strings (checked by the caller): equal JSON rows denote equal numbers
     if tau <= 0 or array(value["A"], f"{where}.A", p) != [a_raw] * p:
@@ -38,21 +38,31 @@ def _piece(value: Any, where: str, d: int, a: list, a_raw: list, terms: list) ->
 
 
 def _phase(X: list, a: list, terms: list, d: int) -> list:
-    s = [sum((x[j] * c for j, c in enumerate(a) if c), _ZERO) for x in X]
+    nz = [(j, c) for j, c in enumerate(a) if c]
+    if len(nz) == 1 and abs(nz[0][1]) == 1:  # a = +-e_j (the usual first direction)
+        j, c = nz[0]
+        s = [x[j] for x in X] if c == 1 else [-x[j] for x in X]
+    else:
+        s = [sum((x[j] * c for j, c in nz), _ZERO) for x in X]
     terms.sort(key=lambda t: t[0])
-    acc, sums = [_ZERO] * (2 * d), [[_ZERO] * (2 * d)]  # prefix sums of slope ++ intercept
+    # only the coordinates some neuron moves (the others stay as they are)
+    on = [k for k in range(d) if any(row[k] for _, row in terms)]
+    on2 = on + [d + k for k in on]
+    acc, sums = [_ZERO] * len(on2), [[_ZERO] * len(on2)]  # prefix sums of slope ++ intercept
     for i, (_, row) in enumerate(terms):
-        acc = [u + v for u, v in zip(acc, row, strict=True)]
+        acc = [u + row[k] for u, k in zip(acc, on2, strict=True)]
         sums.append(acc)
         if i % 512 == 511 and any(q.height_bits() > H for q in acc):
             raise Rejected(f"resource limit: prefix sums beyond {H} bits")
     brk = [t[0] for t in terms]
+    m = len(on)
     # neuron i is active at s iff s + beta_i > 0 iff breakpoint_i < s
-    coef = [sums[bisect_left(brk, t)] for t in s]
-    out = [
-        [x + c[k] * t + c[d + k] for k, x in enumerate(y)]
-        for y, c, t in zip(X, coef, s, strict=True)
-    ]
+    out = []
+    for y, t in zip(X, s, strict=True):
+        c, z = sums[bisect_left(brk, t)], list(y)
+        for i, k in enumerate(on):
+            z[k] += c[i] * t + c[m + i]
+        out.append(z)
     if any(q.height_bits() > H for row in out for q in row):
         raise Rejected(f"resource limit: phase images beyond {H} bits")
     return out

@@ -15,11 +15,11 @@ from typing import Any
 import flint
 
 # Resource limits (proofs/format.md sections 1, 2 and 4). Each bounds the work of checking.
-MAX_BYTES = 32 * 1024 * 1024
+MAX_BYTES = 256 * 1024 * 1024
 """Largest certificate file, in bytes."""
 MAX_DEPTH = 32
 """Deepest nesting of JSON arrays and objects."""
-MAX_TOKENS = 2**21
+MAX_TOKENS = 2**25
 """Most ``[``, ``{`` and ``,`` outside strings; bounds the number of JSON values (memory)."""
 MAX_DIGITS = 4000
 """Longest run of decimal digits in one integer (JSON integer, numerator, denominator,
@@ -51,14 +51,34 @@ def show(value: Any, limit: int = 60) -> str:
 # A JSON string, or an unterminated one running to the end of the text. The possessive loop and
 # the unconditional match make the scan linear; it tokenises exactly as a JSON parser does up to
 # the parser's first error, so every bracket the parser would enter is counted.
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*+\\?(?:"|\Z)', re.DOTALL)
+_STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+\\?(?:"|\Z)', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]++")
 _DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
-def _check_shape(text: str) -> None:
+# Every byte but the six structural ones, for the fast path below (UTF-8 continuation and lead
+# bytes are never ASCII, so deleting bytes never forms or splits one of the six).
+_NON_STRUCTURAL = bytes(c for c in range(256) if c not in b'"[]{},')
+
+
+def _outside_strings(data: bytes, text: str) -> str:
+    """The characters ``[ ] { } ,`` of ``text`` that lie outside JSON strings, in order.
+
+    Fast path (no backslash in the file, so every ``"`` delimits a string): keep the six
+    structural bytes; the strings then read ``""`` exactly when they hold none of ``[]{},``, and
+    if deleting adjacent ``""`` pairs left to right removes every quote, the quotes paired up in
+    order, i.e. as JSON pairs them. Otherwise the string pattern above is applied to ``text``.
+    """
+    if b"\\" not in data:
+        skeleton = data.translate(None, _NON_STRUCTURAL).replace(b'""', b"")
+        if b'"' not in skeleton:
+            return skeleton.decode("ascii")
+    return _STRING.sub("", text)
+
+
+def _check_shape(data: bytes, text: str) -> None:
     """Bound the number of values and the nesting depth before the (recursive) JSON parser runs."""
-    outside_strings = _STRING.sub("", text)
+    outside_strings = _outside_strings(data, text)
     tokens = sum(outside_strings.count(c) for c in "[{,")
     if tokens > MAX_TOKENS:
         raise Rejected(f"too many JSON values: more than {MAX_TOKENS} of [ {{ , outside strings")
@@ -109,7 +129,7 @@ def load_json(data: bytes) -> Any:
         raise Rejected(f"not UTF-8: invalid byte at offset {exc.start}") from None
     if text.startswith("\ufeff"):
         raise Rejected("not valid JSON: byte order mark at the start")
-    _check_shape(text)
+    _check_shape(data, text)
     try:
         return json.loads(
             text,
@@ -146,6 +166,56 @@ def _pow2(k: int) -> flint.fmpz:
     if v is None:
         v = _POW2[k] = flint.fmpz(2) ** k
     return v
+
+
+# Fast path: the same language and values as `exact` for valid numbers of at most MAX_DIGITS
+# characters (so every digit run is within MAX_DIGITS); anything else, valid or not, raises
+# _Slow and is decided by `exact` (tests/checker/test_parse_fast.py compares the two).
+_QUICK_RATIONAL = re.compile(r"(-?[1-9][0-9]*)/([1-9][0-9]*)", re.ASCII)
+_QUICK_DYADIC = re.compile(r"(-?[1-9][0-9]*)\*2\^(0|-?[1-9][0-9]{0,4})", re.ASCII)
+
+
+class _Slow(Exception):  # noqa: N818 (control flow, never escapes this module)
+    pass
+
+
+_QUICK_ZERO = flint.fmpq(0)
+
+
+def _quick(value: Any) -> flint.fmpq:
+    if value == "0":
+        return _QUICK_ZERO
+    if type(value) is not str or len(value) > MAX_DIGITS:
+        raise _Slow
+    if "*" in value:
+        m = _QUICK_DYADIC.fullmatch(value)
+        if m is None:
+            raise _Slow
+        mantissa, e = int(m[1]), int(m[2])
+        if not mantissa & 1 or abs(e) > MAX_EXPONENT:
+            raise _Slow
+        two = _POW2.get(abs(e)) or _pow2(abs(e))
+        return flint.fmpq(mantissa, two) if e < 0 else flint.fmpq(mantissa * two)
+    if "/" in value:
+        m = _QUICK_RATIONAL.fullmatch(value)
+        if m is None:
+            raise _Slow
+        q = flint.fmpz(m[2])
+        r = flint.fmpq(flint.fmpz(m[1]), q)
+        if q == 1 or r.q != q:  # "p/1", or not in lowest terms
+            raise _Slow
+        return r
+    if _INTEGER.fullmatch(value) is None or value == "-0":
+        raise _Slow
+    return flint.fmpq(int(value))
+
+
+def exact_row(items: list, where: str) -> list[flint.fmpq]:
+    """``[exact(x, f"{where}[i]") for i, x in enumerate(items)]``, faster."""
+    try:
+        return [_quick(x) for x in items]
+    except _Slow:
+        return [exact(x, f"{where}[{i}]") for i, x in enumerate(items)]
 
 
 def exact(value: Any, where: str) -> flint.fmpq:
@@ -218,8 +288,7 @@ def array(value: Any, where: str, length: int | None = None, minimum: int = 1) -
 
 def vector(value: Any, where: str, length: int | None = None) -> list[flint.fmpq]:
     """A non-empty array of exact numbers."""
-    items = array(value, where, length)
-    return [exact(x, f"{where}[{i}]") for i, x in enumerate(items)]
+    return exact_row(array(value, where, length), where)
 
 
 def matrix(value: Any, where: str, rows: int | None, cols: int | None) -> list[list[flint.fmpq]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -49,6 +50,12 @@ def test_datasets_distinct_finite_shapes(data):
     assert _distinct(X) and _distinct(Y)
 
 
+def _lowest_bit(x: float) -> Fraction:
+    """The value of the lowest set bit of the double x != 0."""
+    q = Fraction(abs(x))
+    return Fraction(q.numerator & -q.numerator, q.denominator)
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 @settings(max_examples=15)
 @given(data=st.data())
@@ -57,9 +64,13 @@ def test_each_layout_is_valid(layout, data):
     assert _distinct(X) and _distinct(Y)
     if layout == "collinear" and len(X) >= 2:
         assert _rank(X[1:] - X[0]) <= 1  # exactly collinear (the scaling is a power of two)
-    if layout == "lattice":
-        scale = np.min(np.abs(X[X != 0])) if np.any(X) else 1.0
-        assert np.all(np.mod(X / scale, 1) == 0)
+    if layout == "lattice" and np.any(X):
+        # integer points of a small cube times a power of two: with the unit the smallest
+        # lowest set bit of the entries, every coordinate is an integer in [0, side]
+        unit = min(_lowest_bit(x) for x in X.ravel().tolist() if x)
+        side = max(2, math.ceil(len(X) ** (1 / X.shape[1])) + 1)
+        assert all((Fraction(x) / unit).denominator == 1 for x in X.ravel().tolist())
+        assert 0 <= X.min() and X.max() / unit <= side
     if layout == "repeated" and len(X) >= 4:
         assert any(len(set(X[:, k].tolist())) < len(X) for k in range(X.shape[1]))
 
