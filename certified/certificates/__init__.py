@@ -51,6 +51,8 @@ def _dump(value: Any, indent: str, out: list[str]) -> None:
             _dump(item, inner, out)
             out.append(",\n" if k < len(value) - 1 else "\n")
         out.append(indent + "]")
+    elif isinstance(value, list) and all(type(v) is str or type(v) is int for v in value):
+        out.append(json.dumps(value, ensure_ascii=True))  # "[a, b]": as the loop below writes
     elif isinstance(value, list):
         out.append("[")
         for k, item in enumerate(value):

@@ -33,6 +33,11 @@ def exact_number(x: Any, field: str = "value") -> str:
 
     Guarantee: exact (the checker reads back the same rational).
     """
+    if type(x) is flint.fmpq:  # fast path (millions of parameters): same strings as below
+        den = int(x.q)
+        if den >= _DYADIC_FROM and den & (den - 1) == 0:
+            return f"{x.p}*2^{1 - den.bit_length()}"
+        return str(x)
     q = to_fmpq(x, field)
     if q.q >= _DYADIC_FROM and is_dyadic(q):
         return dyadic_to_str(q)

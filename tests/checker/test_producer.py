@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import os
 import random
+from fractions import Fraction
 
 import numpy as np
 import pytest
 from checker_golden import random_laminar_instance
 from flint import fmpq
+from hypothesis import given
+from hypothesis import strategies as st
 
 from certified.certificates import (
     dumps_certificate,
@@ -50,6 +53,16 @@ def test_exact_number_spellings():
     assert exact_number(fmpq(3, 2**32)) == "3*2^-32"
     assert exact_number(0.1) == "3602879701896397*2^-55"  # the double, exactly
     assert exact_number("0.1") == "1/10"
+
+
+@given(
+    st.integers(-(10**40), 10**40),
+    st.sampled_from([1, 2, 3, 2**31, 2**32, 2**33, 3 * 2**60, 2**70, 10**20 + 7]),
+)
+def test_exact_number_fast_path_spells_as_the_general_path(p, q):
+    """fmpq inputs take a fast path; Fractions take the general one: same strings."""
+    x = fmpq(p, q)
+    assert exact_number(x) == exact_number(Fraction(int(x.p), int(x.q)))
 
 
 def test_the_producer_replay_agrees_with_an_independent_one():
@@ -117,6 +130,11 @@ def test_dumps_round_trips_and_refuses_floats():
     assert dumps_certificate(cert).isascii()
     with pytest.raises(InputError, match="float"):
         dumps_certificate({**cert, "version": 1.0})
+    # flat rows are written in one call: same text as item by item, and still no floats/bools
+    assert dumps_certificate({"r": ["1", 2, "-3/4"]}) == '{\n  "r": ["1", 2, "-3/4"]\n}\n'
+    for bad in (["1", 0.5], ["1", True]):
+        with pytest.raises(InputError):
+            dumps_certificate({"r": bad})
 
 
 def test_write_is_atomic_and_leaves_nothing_on_failure(tmp_path, monkeypatch):
