@@ -53,73 +53,108 @@ def float_phases(schedule: Schedule, phases: list[tuple[int, int]]) -> list[tupl
     return out
 
 
+def _anchored(C: np.ndarray, brk: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Prefix sums ``S[k] = c_1 + .. + c_k`` (the slope of G just above β_k), values
+    ``V[k] = G(β_k)`` by ``V[k+1] = V[k] + S[k](β_{k+1} − β_k)``, anchors ``β[k]``
+    (k = 0..P; row 0 is zero, ``β[0] = 0``), all in float64."""
+    zero = np.zeros((1, C.shape[1]))
+    S = np.vstack([zero, np.cumsum(C, axis=0)])
+    V = np.vstack([zero, zero, np.cumsum(S[1:-1] * np.diff(brk)[:, None], axis=0)])
+    return S, V, np.concatenate([[0.0], brk])
+
+
 def float64_images(phases: list[tuple], X: np.ndarray) -> np.ndarray:
-    """Float64 ``Φ_T(x_n)`` (no guarantee: the baseline).
+    """Float64 ``Φ_T(x_n)`` (no guarantee: the baseline). Each phase is ``x + G(a·x)`` with
+    ``G(s) = V[k] + S[k](s − β_k)``, k the number of breakpoints below s: anchored at the
+    breakpoints, so large slopes never multiply s itself (no cancellation between
+    ``S·s`` and the intercepts).
 
     Guarantee: none (heuristic).
     """
     x = np.array(X, dtype=np.float64)
     for a, tau, W, brk in phases:
-        C = W * tau[:, None]
+        S, V, beta = _anchored(W * tau[:, None], brk)
         s = x @ a
-        S = np.vstack([np.zeros((1, x.shape[1])), np.cumsum(C, axis=0)])
-        B = np.vstack([np.zeros((1, x.shape[1])), np.cumsum(C * brk[:, None], axis=0)])
-        idx = np.searchsorted(brk, s, side="left")
-        x = x + S[idx] * s[:, None] - B[idx]
+        k = np.searchsorted(brk, s, side="left")
+        x = x + (V[k] + S[k] * (s - beta[k])[:, None])
     return x
+
+
+def phase_tables(tau: np.ndarray, W: np.ndarray, brk: np.ndarray) -> tuple:
+    """``S, V, β`` of :func:`_anchored` for ``c_i = fl(τ_i w_i)``, ``Sa`` (prefix sums of
+    ``|c_i|``, rounded up) and the bounds ``|S_k − Ŝ_k| <= errS[k]``,
+    ``|V_k − V̂_k| <= errV[k]`` against the exact ``S_k``, ``V_k`` of the exact ``τ_i w_i``
+    (proofs/bounds.md#interp-float).
+
+    Guarantee: upper bounds, under round-to-nearest float64.
+    """
+    zero = np.zeros((1, W.shape[1]))
+    C = W * tau[:, None]
+    S, V, beta = _anchored(C, brk)
+    absS = np.abs(S)
+    Sa = np.vstack([zero, np.cumsum(np.abs(C), axis=0)]) * _F
+    # running error bounds: each addition is off by <= u |its result|, each product by
+    # <= u |its result| (+ underflow, in _FLOOR); c_i = fl(tau_i w_i) is in Sa
+    errS = _U * (np.cumsum(absS, axis=0) + Sa) * _F
+    # p_k = fl(S_k delta_k) with delta_k = fl(beta_{k+1} - beta_k) >= 0 (k = 1..P-1), as
+    # in _anchored; |S_k delta_k - p_k| <= (errS_k (1 + u) + u|S_k|) delta_k + u|p_k|
+    delta = np.diff(brk)[:, None]
+    p = S[1:-1] * delta
+    errP = ((errS[1:-1] * (1 + _U) + _U * absS[1:-1]) * delta + _U * np.abs(p)) * _F + _FLOOR
+    # V[k+1] = fl(V[k] + p_k): off by errV[k] + errP_k + u|V[k+1]|
+    errV = np.vstack([zero, zero, np.cumsum(errP + _U * np.abs(V[2:]), axis=0)]) * _F
+    return S, V, beta, Sa, errS, errV
 
 
 def certified_error_float64(phases: list[tuple], X: np.ndarray, Y: np.ndarray) -> float:
     """Upper bound of ``max_n |Φ_T(x_n) − y_n|_2`` for double data and a double laminar
-    schedule (from :func:`float_phases`), in float64 with a priori error bounds.
+    schedule (from :func:`float_phases`), in float64 with a priori error bounds: the
+    evaluation of :func:`float64_images` carrying a componentwise radius.
 
     Guarantee: upper bound (proofs/bounds.md#interp-float), under round-to-nearest float64.
     """
     x = np.array(X, dtype=np.float64)
     r = np.zeros_like(x)
-    d = x.shape[1]
-    zero = np.zeros((1, d))
     for a, tau, W, brk in phases:
         P = len(brk)
         gamma = (P + 4) * _U / (1 - (P + 4) * _U)
-        C = W * tau[:, None]
-        CB = C * brk[:, None]
-        S = np.vstack([zero, np.cumsum(C, axis=0)])
-        B = np.vstack([zero, np.cumsum(CB, axis=0)])
-        Sa = np.vstack([zero, np.cumsum(np.abs(C), axis=0)]) * _F
-        # running error bounds: each addition is off by <= u |its result|, each product by
-        # <= u |its result| (+ underflow, in _FLOOR)
-        errS = _U * (np.cumsum(np.abs(S), axis=0) + Sa) * _F
-        errB = (
-            _U
-            * (np.cumsum(np.abs(B), axis=0) + 2 * np.cumsum(np.abs(np.vstack([zero, CB])), axis=0))
-            * _F
-        )
-        # s = a.x: the matrix product's rounding (any order, FMA or not) plus the input radius
-        s = x @ a
+        S, V, beta, Sa, errS, errV = phase_tables(tau, W, brk)
+        absS = np.abs(S)
+        # s = a.x: exact when a has one nonzero entry, a power of two (construction A's
+        # normals -e_j; up to underflow, in _FLOOR); otherwise the dot product's rounding
+        # (any order, FMA or not). rs0 bounds |s_true - s| including the input radius.
         absa = np.abs(a)
-        rs0 = ((d + 2) * _U * (np.abs(x) @ absa) + r @ absa) * _F
+        nz = np.flatnonzero(a)
+        if len(nz) == 1 and abs(np.frexp(a[nz[0]])[0]) == 0.5:
+            s = x[:, nz[0]] * a[nz[0]]
+            rs_dot = 0.0
+        else:
+            s = x @ a
+            rs_dot = (len(nz) + 2) * _U * (np.abs(x) @ absa)
+        rs0 = (rs_dot + r @ absa) * _F + _FLOOR
         # margin 4u(|s| + rs0): the rounding of s - rs and s + rs below stays inside it
         rs = (rs0 + 4 * _U * (np.abs(s) + rs0)) * _F + _FLOOR
         lo, hi = s - rs, s + rs
         i_lo = np.searchsorted(brk, lo, side="right")  # breakpoint <= lo: surely active
         i_hi = np.searchsorted(brk, hi, side="left")  # breakpoint >= hi: surely inactive
         i_hi = np.maximum(i_hi, i_lo)
-        Si, Bi = S[i_lo], B[i_lo]
-        errS, errB = errS[i_lo], errB[i_lo]
         # neurons with lo < breakpoint < hi: |c (s - breakpoint)_+| <= |c| (hi - lo); the
         # difference of two rounded prefix sums is off by at most 2 gamma Sa[i_hi]
         spread = (Sa[i_hi] - Sa[i_lo] + 2 * gamma * Sa[i_hi]) * (2 * rs[:, None])
         undecided = np.where((i_hi > i_lo)[:, None], spread, 0.0)
-        y = x + Si * s[:, None] - Bi
-        r = (
-            r
-            + (np.abs(Si) + errS) * rs[:, None]
-            + errS * np.abs(s)[:, None]
-            + errB
-            + undecided
-            + 3 * _U * (np.abs(x) + np.abs(Si * s[:, None]) + np.abs(Bi) + np.abs(y))
-        ) * _F + _FLOOR
+        k = i_lo
+        t = (s - beta[k])[:, None]  # |t - (s_true - beta_k)| <= u|t| + rs0
+        St = S[k] * t
+        g = V[k] + St
+        y = x + g
+        at = np.abs(t)
+        err_g = (
+            errV[k]
+            + errS[k] * at
+            + (absS[k] + errS[k]) * (_U * at + rs0[:, None])
+            + _U * (np.abs(St) + np.abs(g))
+        )
+        r = (r + err_g + undecided + _U * np.abs(y)) * _F + _FLOOR
         x = y
     e = (np.abs(x - Y) * (1 + 2 * _U) + r) * _F
     bound = float(np.sqrt(np.max(np.sum(e * e, axis=1)) * _F) * _F)
