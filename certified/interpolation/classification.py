@@ -41,7 +41,7 @@ from typing import Any
 import flint
 import numpy as np
 
-from certified.arith.exact import fmpq_to_str
+from certified.arith.exact import fmpq_to_str, to_fmpq
 from certified.errors import InputError, ShapeError
 from certified.interpolation._variant_common import (
     as_points,
@@ -56,6 +56,8 @@ from certified.models import Activation, Piece, Schedule
 __all__ = [
     "Classification",
     "ClassificationVerdict",
+    "check_classification_certificate",
+    "classification_certificate",
     "classification_switch_formula",
     "construct_classification",
     "verify_classification",
@@ -438,3 +440,52 @@ def verify_classification(
         formula,
         "an enclosure of coordinate j touches the level 1; raise prec or check the schedule",
     )
+
+
+def classification_certificate(X: Any, classification: Classification) -> dict[str, Any]:
+    """A ``flow`` certificate (rule ``laminar-exact``) of the exact images of the points under
+    the classification schedule: anyone can re-check the images with ``certified check`` and
+    read the classification off them (:func:`check_classification_certificate`).
+
+    Guarantee: none (producer); the checker decides the images.
+    """
+    from certified.certificates import flow_certificate
+
+    Xq = as_points(X, "X")
+    return flow_certificate(classification.schedule.to_json(), Xq)
+
+
+def check_classification_certificate(
+    cert: Any, labels: Any, *, coordinate: int = 0
+) -> ClassificationVerdict:
+    """Re-check a certificate of :func:`classification_certificate` with the independent
+    checker and decide the classification from its (then exact) claimed images.
+
+    Guarantee: VERIFIED means the checker accepted the images and every class-1 image has
+    coordinate ``j`` > 1, every class-0 image < 1; REFUTED means an accepted image is on the
+    wrong side; UNDECIDED (margin None) that the checker rejected the certificate.
+    """
+    from certified.checker import check_certificate
+    from certified.models import Schedule
+
+    verdict = check_certificate(cert)
+    if not verdict.verified or verdict.kind != "flow" or "images" not in cert["claim"]:
+        reason = verdict.reason if not verdict.verified else "not a flow certificate of images"
+        return ClassificationVerdict("UNDECIDED", False, None, None, 0, 0, reason)
+    images = np.array(
+        [[to_fmpq(v, "claim.images") for v in row] for row in cert["claim"]["images"]],
+        dtype=object,
+    )
+    _, lab, j = _parse(images, labels, coordinate)
+    N, d = images.shape
+    schedule = Schedule.from_json(cert["instance"]["schedule"])
+    n1 = int(lab.sum())
+    formula = classification_switch_formula(n1, N - n1, d)
+    margins = [(1 if lab[n] == 1 else -1) * (images[n][j] - 1) for n in range(N)]
+    k = min(range(N), key=lambda n: margins[n])
+    if margins[k] > 0:
+        return ClassificationVerdict("VERIFIED", True, margins[k], None, schedule.switches, formula)
+    return ClassificationVerdict(
+        "REFUTED", True, margins[k], k, schedule.switches, formula,
+        f"point {k} (class {lab[k]}) ends at coordinate {j} = {fmpq_to_str(images[k][j])}",
+    )  # fmt: skip

@@ -6,6 +6,7 @@ enumeration), property tests on the public strategies, bad input, deliberately b
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 
@@ -392,3 +393,35 @@ def test_autonomous_outside_the_event_is_refused():
 def test_probability_bad_n(bad):
     with pytest.raises(InputError, match="N"):
         separation_probability(bad)
+
+
+@settings(max_examples=15)
+@given(st.integers(0, 2**32), st.integers(2, 4), st.integers(2, 14))
+def test_classification_certificate_is_rechecked_and_tamper_evident(seed, d, N):
+    from certified.interpolation.classification import (
+        check_classification_certificate,
+        classification_certificate,
+    )
+
+    rng = np.random.default_rng(seed)
+    X = rng.random((N, d))
+    labels = [int(v) for v in rng.integers(0, 2, N)]
+    if len(set(labels)) < 2:
+        labels[0] = 1 - labels[1]
+    c = construct_classification(X, labels)
+    if c.verdict.verdict != "VERIFIED":  # pragma: no cover - degenerate draw
+        return
+    cert = classification_certificate(X, c)
+    v = check_classification_certificate(cert, labels)
+    assert v.verdict == "VERIFIED" and v.exact and v.margin == c.verdict.margin
+    assert v.switches == c.switches and v.formula_switches == c.formula_switches
+    # the labels decide: flipping one gives REFUTED at that point (images are exact)
+    flipped = list(labels)
+    flipped[0] = 1 - flipped[0]
+    r = check_classification_certificate(cert, flipped)
+    assert r.verdict == "REFUTED" and r.counterexample == 0
+    # an image moved across the level is rejected by the checker, not believed
+    forged = copy.deepcopy(cert)
+    forged["claim"]["images"][0][0] = "1"
+    u = check_classification_certificate(forged, labels)
+    assert u.verdict == "UNDECIDED" and u.margin is None and "image" in u.message
