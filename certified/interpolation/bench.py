@@ -5,30 +5,19 @@ the same flow (target ratio 5)."""
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
+# millions of fmpq objects: the cyclic collector's passes are pure overhead here (the checker
+# pauses it the same way while checking; one helper, kept inside the independent checker)
+from certified.checker import _gc_paused
+
 __all__ = ["bench_interpolation"]
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    # millions of fmpq objects: the cyclic collector's passes are pure overhead here
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _timed(f):
