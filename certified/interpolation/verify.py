@@ -380,7 +380,7 @@ def _resolve_last_phase(interp: Interpolation, pieces: list, span: tuple) -> lis
 
 
 def export_float64(
-    interp: Interpolation, *, method: str = "exact"
+    interp: Interpolation, *, method: str = "exact", rebuild: bool = True
 ) -> tuple[Schedule, flint.fmpq | None]:
     """The schedule of ``interp`` with every parameter a binary64 double, and a certified upper
     bound of ``max_n |Φ_T(x_n) − y_n|_2`` for the flow of those doubles.
@@ -403,6 +403,9 @@ def export_float64(
         with a priori rounding-error bounds (:mod:`certified.interpolation.fast`), a few times
         the cost of a float64 evaluation; falls back to ``"exact"`` when the data or the
         rounded pieces do not qualify.
+    rebuild : bool
+        Rebuild construction A's second phase for the rounded first phase (default). False
+        rounds every piece on its own (for comparison: far larger errors beyond small N).
 
     Returns
     -------
@@ -415,7 +418,9 @@ def export_float64(
         raise InputError(f"method: {method!r} is not 'exact' or 'float64'")
     pieces = [_round_piece(piece) for piece in interp.schedule.pieces]
     spans = [tuple(h["pieces"]) for h in interp.hints["phases"]]
-    if interp.variant == "general" and len(spans) == 2:
+    if not isinstance(rebuild, bool):
+        raise InputError(f"rebuild: expected True or False, got {rebuild!r}")
+    if rebuild and interp.variant == "general" and len(spans) == 2:
         pieces = _resolve_last_phase(interp, pieces, spans[1]) or pieces
     sched = Schedule(interp.schedule.dimension, interp.schedule.activation, tuple(pieces))
     if method == "float64":

@@ -101,21 +101,19 @@ def test_export_float64_stays_laminar_and_bounds_the_error():
 def test_export_rebuilds_the_second_phase_for_the_rounded_first():
     """Rounding every piece independently amplifies the first phase's rounding errors by the
     second phase's slopes; the export rebuilds the second phase and is far more accurate."""
-    from certified.interpolation.verify import _round_piece
-
     rng = np.random.default_rng(11)
     Xs, Ys = rng.random((400, 6)), rng.random((400, 6))
     interp = construct_interpolation(Xs, Ys, 6)
     sched, err = export_float64(interp)
-    plain = Schedule(
-        6, interp.schedule.activation, tuple(map(_round_piece, interp.schedule.pieces))
-    )
-    plain_err = verify_interpolation(Xs, Ys, plain).max_error
+    plain, plain_err = export_float64(interp, rebuild=False)
     assert sched.is_float_exact and sched.is_laminar() and sched.width == 6
     assert sched.switches == interp.switches and len(sched.pieces) == len(plain.pieces)
     ref = max(_sq_errors(reference_images(sched, interp.X), interp.Y))
     assert err * err >= ref
     assert float(err) < 1e-7 < float(plain_err) and err * 1000 < plain_err
+    assert verify_interpolation(Xs, Ys, plain).max_error == plain_err
+    with pytest.raises(InputError, match="rebuild"):
+        export_float64(interp, rebuild="no")
 
 
 def test_export_float64_of_the_high_dimensional_variant():
