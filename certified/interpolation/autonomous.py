@@ -45,6 +45,7 @@ from certified.models import Activation, Piece, Schedule
 
 __all__ = [
     "AutonomousInterpolation",
+    "autonomous_certificate",
     "check_probability_lower_bound",
     "construct_autonomous",
     "event_probability",
@@ -315,3 +316,26 @@ def construct_autonomous(
     schedule = Schedule(d, Activation.RELU, (piece,))
     verdict = verify_interpolation(Xq, Yq, schedule, prec=prec)
     return AutonomousInterpolation(schedule=schedule, coordinate=j, verdict=verdict)
+
+
+def autonomous_certificate(X: Any, result: AutonomousInterpolation, *, prec: int = 128) -> dict:
+    """A ``flow`` certificate (rule ``relu-regions``) enclosing ``Φ_T(x_n)`` for the autonomous
+    schedule, re-checkable with ``certified check``; the certified error against ``y_n`` is the
+    farthest point of each enclosure box from ``y_n``.
+
+    Raises
+    ------
+    InputError
+        The region engine did not certify the flow (no certificate to give).
+
+    Guarantee: none (producer); the checker decides the enclosures.
+    """
+    from certified.errors import InputError
+    from certified.flow.api import enclose_flow, flow_certificate_for
+
+    Xq = as_points(X, "X", result.schedule.dimension)
+    res = enclose_flow(result.schedule, Xq, prec=prec, method="regions")
+    cert = flow_certificate_for(result.schedule, Xq, res, precision=prec)
+    if cert is None:
+        raise InputError(f"X: the flow was not certified ({res.message}); no certificate")
+    return cert

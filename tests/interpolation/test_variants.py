@@ -425,3 +425,29 @@ def test_classification_certificate_is_rechecked_and_tamper_evident(seed, d, N):
     forged["claim"]["images"][0][0] = "1"
     u = check_classification_certificate(forged, labels)
     assert u.verdict == "UNDECIDED" and u.margin is None and "image" in u.message
+
+
+def test_autonomous_certificate_is_accepted_and_bounds_the_error():
+    from certified.checker import check_certificate
+    from certified.interpolation.autonomous import autonomous_certificate, construct_autonomous
+
+    X = [[0, 0], [3, 1], [7, -2]]
+    Y = [[1, 2], [4, -1], [9, 0.5]]
+    r = construct_autonomous(X, Y)
+    cert = autonomous_certificate(X, r)
+    assert check_certificate(cert).verified and cert["hints"]["method"] == "relu-regions"
+    # the farthest corner of each certified box from y_n bounds the error; it is tiny
+    worst = flint.fmpq(0)
+    for box, y in zip(cert["claim"]["enclosures"], Y, strict=True):
+        far = [
+            max(abs(to_fmpq(lo, "lo") - to_fmpq(v, "y")), abs(to_fmpq(hi, "hi") - to_fmpq(v, "y")))
+            for (lo, hi), v in zip(box, y, strict=True)
+        ]
+        worst = max(worst, sum((f * f for f in far), flint.fmpq(0)))
+    assert worst < flint.fmpq(1, 10**20)
+    # a box shrunk to exclude the true image is rejected
+    forged = copy.deepcopy(cert)
+    lo, hi = forged["claim"]["enclosures"][0][0]
+    assert lo != hi  # a ball of positive radius: [hi, hi] misses the image (inside, not at hi)
+    forged["claim"]["enclosures"][0][0] = [hi, hi]
+    assert not check_certificate(forged).verified
