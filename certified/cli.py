@@ -7,7 +7,6 @@ Errors print one line on stderr; nothing is written on failure.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -82,6 +81,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from certified.certificates import command_json, print_json
     from certified.demo import run_demo, write_summary
 
     t0 = time.perf_counter()
@@ -91,20 +91,10 @@ def _demo(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - t0
     verdict = "VERIFIED" if all_ok else "REFUTED"
     if args.json:
-        json.dump(
-            {
-                "command": "demo",
-                "verdict": verdict,
-                "certificate": None if path is None else str(path),
-                "seconds": seconds,
-                "checks": [
-                    {"name": c.name, "passed": c.passed, "max_width": repr(c.max_width)}
-                    for c in checks
-                ],
-            },
-            sys.stdout,
-        )
-        print()
+        checks_json = [
+            {"name": c.name, "passed": c.passed, "max_width": repr(c.max_width)} for c in checks
+        ]
+        print_json(command_json("demo", verdict, path, seconds, checks=checks_json))
     else:
         print(f"certified {__version__} demo: rigorous arithmetic, re-checked in 256-bit arb")
         for c in checks:
@@ -118,8 +108,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _flow(args: argparse.Namespace) -> int:
     from certified.arith.exact import fmpq_to_str, to_fmpq
-    from certified.certificates import write_certificate
-    from certified.checker import check_certificate
+    from certified.certificates import command_json, print_json, write_if_accepted
     from certified.flow.api import enclose_flow, flow_certificate_for
     from certified.io import read_points
     from certified.models import Schedule
@@ -142,9 +131,8 @@ def _flow(args: argparse.Namespace) -> int:
     cert = flow_certificate_for(schedule, points, result)
     verdict, path, message = "UNDECIDED", None, result.message
     if cert is not None:
-        check = check_certificate(cert)  # re-checked before anything is written
+        path, check = write_if_accepted(args.out, cert)
         if check.verified:
-            path = write_certificate(args.out, cert)
             verdict = "VERIFIED"
         else:
             message = f"the certificate was not accepted by the checker: {check.reason}"
@@ -154,13 +142,7 @@ def _flow(args: argparse.Namespace) -> int:
     ok = result.status.value == "success"
     enc = result.final
     if args.json:
-        out = {
-            "command": "flow",
-            "verdict": verdict,
-            "certificate": None if path is None else str(path),
-            "seconds": seconds,
-            "message": message,
-        }
+        out = command_json("flow", verdict, path, seconds, message=message)
         if ok:
             out["enclosures"] = [
                 [
@@ -170,8 +152,7 @@ def _flow(args: argparse.Namespace) -> int:
                 for a, b in zip(enc.lo.tolist(), enc.hi.tolist(), strict=True)
             ]
             out["max_width"] = repr(result.max_width())
-        json.dump(out, sys.stdout)
-        print()
+        print_json(out)
     else:
         if ok:
             print(
@@ -187,23 +168,22 @@ def _flow(args: argparse.Namespace) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     from certified.bench import run_suite
+    from certified.certificates import command_json, print_json
 
     t0 = time.perf_counter()
     results = run_suite(args.suite, quick=args.quick)
     seconds = time.perf_counter() - t0
     if args.json:
-        json.dump(
-            {
-                "command": "bench",
-                "verdict": "VERIFIED",
-                "certificate": None,
-                "seconds": seconds,
-                "suite": args.suite,
-                "benchmarks": [r.to_json() for r in results],
-            },
-            sys.stdout,
+        print_json(
+            command_json(
+                "bench",
+                "VERIFIED",
+                None,
+                seconds,
+                suite=args.suite,
+                benchmarks=[r.to_json() for r in results],
+            )
         )
-        print()
         return 0
     print(f"certified bench {args.suite}: ratio = seconds / baseline seconds, same run")
     print(f"  {'benchmark':46s} {'seconds':>10s} {'baseline':>16s} {'base s':>10s} {'ratio':>8s}")

@@ -13,7 +13,6 @@ checker did not accept (nothing written), 2 bad input or I/O error (nothing writ
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -97,8 +96,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the subcommand; CertifiedError / OSError propagate to the CLI (exit 2)."""
     from certified.arith.ball import check_precision
     from certified.arith.exact import fmpq_to_str, to_fmpq
-    from certified.certificates import write_certificate
-    from certified.checker import check_certificate
+    from certified.certificates import command_json, print_json, write_if_accepted
     from certified.errors import InputError
 
     t0 = time.perf_counter()
@@ -109,34 +107,31 @@ def run(args: argparse.Namespace) -> int:
     search = _search(args) if args.search else None
     verdict, message, path = v.verdict, v.message, None
     if verdict != "UNDECIDED" and v.certificate is not None:
-        check = check_certificate(v.certificate)  # re-checked before anything is written
-        if check.verified:
-            path = write_certificate(args.out, v.certificate)
-        else:
+        path, check = write_if_accepted(args.out, v.certificate)
+        if not check.verified:
             verdict = "UNDECIDED"
             message = f"the checker did not accept the certificate: {check.reason}"
     seconds = time.perf_counter() - t0
     s = lambda q: None if q is None else fmpq_to_str(q)  # noqa: E731
     if args.json:
-        out = {
-            "command": "lipschitz",
-            "verdict": verdict,
-            "certificate": None if path is None else str(path),
-            "seconds": seconds,
-            "hypothesis": v.hypothesis,
-            "lhs_lower": s(v.lhs_lower),
-            "lhs_upper": s(v.lhs_upper),
-            "rhs_lower": s(v.rhs_lower),
-            "rhs_upper": s(v.rhs_upper),
-            "bound": s(v.rhs_upper),
-            "counterexample": verdict == "REFUTED",
-            "statement": v.statement if verdict != "UNDECIDED" else "",
-            "message": message,
-        }
+        out = command_json(
+            "lipschitz",
+            verdict,
+            path,
+            seconds,
+            hypothesis=v.hypothesis,
+            lhs_lower=s(v.lhs_lower),
+            lhs_upper=s(v.lhs_upper),
+            rhs_lower=s(v.rhs_lower),
+            rhs_upper=s(v.rhs_upper),
+            bound=s(v.rhs_upper),
+            counterexample=verdict == "REFUTED",
+            statement=v.statement if verdict != "UNDECIDED" else "",
+            message=message,
+        )
         if search is not None:
             out["search"] = search
-        json.dump(out, sys.stdout)
-        print()
+        print_json(out)
     else:
         print(f"{v.hypothesis}: {verdict}: {message}")
         if verdict != "UNDECIDED":

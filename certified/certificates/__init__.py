@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,14 @@ from certified.certificates.flow import exact_number, flow_certificate, laminar_
 from certified.errors import InputError
 
 __all__ = [
+    "command_json",
     "dumps_certificate",
     "exact_number",
     "flow_certificate",
     "laminar_flow_exact",
+    "print_json",
     "write_certificate",
+    "write_if_accepted",
 ]
 
 
@@ -116,3 +120,45 @@ def write_certificate(path: str | os.PathLike[str], cert: dict[str, Any]) -> Pat
             os.unlink(tmp)
         raise
     return target
+
+
+def write_if_accepted(
+    path: str | os.PathLike[str], cert: dict[str, Any]
+) -> tuple[Path | None, Any]:
+    """Re-check ``cert`` with the independent checker and write it (atomically, see
+    :func:`write_certificate`) only if it is accepted: the CLI commands never write a
+    certificate the checker would reject.
+
+    Returns
+    -------
+    (pathlib.Path or None, certified.checker.Verdict)
+        The path written (None when rejected) and the checker's verdict.
+
+    Guarantee: a written file holds a certificate the checker accepted.
+    """
+    from certified.checker import check_certificate
+
+    check = check_certificate(cert)
+    return (write_certificate(path, cert) if check.verified else None), check
+
+
+def command_json(
+    command: str, verdict: str, path: str | os.PathLike[str] | None, seconds: float, **fields: Any
+) -> dict[str, Any]:
+    """The JSON object a command prints with ``--json``: the keys every command shares
+    (``command``, ``verdict``, ``certificate``, ``seconds``; the CLI contract of design.md), then
+    the command's own ``fields``, in order."""
+    return {
+        "command": command,
+        "verdict": verdict,
+        "certificate": None if path is None else str(path),
+        "seconds": seconds,
+        **fields,
+    }
+
+
+def print_json(obj: Any, stream: Any = None) -> None:
+    """One JSON object on one line (standard output by default)."""
+    out = sys.stdout if stream is None else stream
+    json.dump(obj, out)
+    print(file=out)

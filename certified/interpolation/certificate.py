@@ -10,7 +10,6 @@ normal, which the checker replays as ``x + G(a·x)`` (certified/checker/_interpo
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -118,8 +117,7 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``certified interpolate``; CertifiedError / OSError propagate (exit 2)."""
-    from certified.certificates import write_certificate
-    from certified.checker import check_certificate
+    from certified.certificates import command_json, print_json, write_if_accepted
     from certified.interpolation.verify import export_float64
     from certified.io import read_dataset
 
@@ -143,25 +141,23 @@ def run(args: argparse.Namespace) -> int:
     )
     if verdict.max_error_squared is not None:
         cert = interpolation_certificate(interp, schedule, verdict)
-        check = check_certificate(cert)  # re-checked before anything is written
+        path, check = write_if_accepted(args.out, cert)
         message = "" if check.verified else f"the checker did not accept: {check.reason}"
-        path = write_certificate(args.out, cert) if check.verified else None
     ok = path is not None and verdict.verdict == "VERIFIED"
     if args.json:
-        out = {
-            "command": "interpolate",
-            "verdict": "VERIFIED" if ok else "UNDECIDED",
-            "certificate": None if path is None else str(path),
-            "seconds": time.perf_counter() - t0,
-            "switches": verdict.switches,
-            "formula_switches": interp.formula_switches,
-            "exact": verdict.exact,
-            "max_error": None if verdict.max_error is None else fmpq_to_str(verdict.max_error),
-            "variant": interp.variant,
-            "message": message,
-        }
-        json.dump(out, sys.stdout)
-        print()
+        out = command_json(
+            "interpolate",
+            "VERIFIED" if ok else "UNDECIDED",
+            path,
+            time.perf_counter() - t0,
+            switches=verdict.switches,
+            formula_switches=interp.formula_switches,
+            exact=verdict.exact,
+            max_error=None if verdict.max_error is None else fmpq_to_str(verdict.max_error),
+            variant=interp.variant,
+            message=message,
+        )
+        print_json(out)
     else:
         N, d = interp.X.shape
         err = verdict.max_error

@@ -9,7 +9,6 @@ exit 1). Bad input raises (the CLI prints one line and exits 2), writing nothing
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -38,8 +37,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     """Run ``certified separate``; return the exit code (raises CertifiedError on bad input)."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
-    from certified.certificates import write_certificate
-    from certified.checker import check_certificate
+    from certified.certificates import command_json, print_json, write_if_accepted
     from certified.errors import ShapeError
     from certified.io import read_measure
     from certified.moments.separation import separation_witness
@@ -54,25 +52,22 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     result = separation_witness(mu, nu, max_prec=args.max_prec)
     verdict, path, reason = result.verdict, None, result.reason
     if result.certificate is not None:
-        check = check_certificate(result.certificate)  # re-checked before anything is written
-        if check.verified:
-            path = write_certificate(args.out, result.certificate)
-        else:  # pragma: no cover - the search only returns certificates the checker accepted
+        path, check = write_if_accepted(args.out, result.certificate)
+        if not check.verified:  # pragma: no cover - the search only returns accepted ones
             verdict, reason = "UNDECIDED", f"the checker rejected the certificate: {check.reason}"
     seconds = time.perf_counter() - t0
     witness = result.witness.to_json() if result.witness is not None and path else None
     if args.json:
-        payload = {
-            "command": "separate",
-            "verdict": verdict,
-            "certificate": None if path is None else str(path),
-            "seconds": seconds,
-            "witness": witness,
-            "reason": reason,
-            "first_differing_moment": result.first_differing_moment,
-        }
-        json.dump(payload, out)
-        print(file=out)
+        payload = command_json(
+            "separate",
+            verdict,
+            path,
+            seconds,
+            witness=witness,
+            reason=reason,
+            first_differing_moment=result.first_differing_moment,
+        )
+        print_json(payload, out)
     elif path is not None:
         w = result.witness
         print(

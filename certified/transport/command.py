@@ -8,7 +8,6 @@ Exit codes: 0 verified, 1 not verified (nothing written), 2 bad input (nothing w
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -39,8 +38,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the subcommand; CertifiedError / OSError propagate to the CLI (exit 2)."""
     from certified.arith.exact import fmpq_to_str
-    from certified.certificates import write_certificate
-    from certified.checker import check_certificate
+    from certified.certificates import command_json, print_json, write_if_accepted
     from certified.transport.certificate import wasserstein_certificate
     from certified.transport.measure import Measure
     from certified.transport.wasserstein import wasserstein
@@ -50,8 +48,7 @@ def run(args: argparse.Namespace) -> int:
     nu = Measure.from_file(args.nu)
     enclosure = wasserstein(mu, nu, args.q, solver=args.solver)
     cert = wasserstein_certificate(enclosure)
-    check = check_certificate(cert)  # re-checked before anything is written
-    path = write_certificate(args.out, cert) if check.verified else None
+    path, check = write_if_accepted(args.out, cert)
     verdict = "VERIFIED" if check.verified else "UNDECIDED"
     message = (
         "" if check.verified else f"the checker did not accept the certificate: {check.reason}"
@@ -59,22 +56,21 @@ def run(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - t0
     e = enclosure
     if args.json:
-        out = {
-            "command": "wasserstein",
-            "verdict": verdict,
-            "certificate": None if path is None else str(path),
-            "seconds": seconds,
-            "q": fmpq_to_str(e.q),
-            "lower": fmpq_to_str(e.lower),
-            "upper": fmpq_to_str(e.upper),
-            "lower_q": fmpq_to_str(e.lower_q),
-            "upper_q": fmpq_to_str(e.upper_q),
-            "relative_gap": e.relative_gap,
-            "method": e.method,
-            "message": message or e.message,
-        }
-        json.dump(out, sys.stdout)
-        print()
+        out = command_json(
+            "wasserstein",
+            verdict,
+            path,
+            seconds,
+            q=fmpq_to_str(e.q),
+            lower=fmpq_to_str(e.lower),
+            upper=fmpq_to_str(e.upper),
+            lower_q=fmpq_to_str(e.lower_q),
+            upper_q=fmpq_to_str(e.upper_q),
+            relative_gap=e.relative_gap,
+            method=e.method,
+            message=message or e.message,
+        )
+        print_json(out)
     else:
         print(
             f"W_{e.q}: {mu.n} x {nu.n} atoms in dimension {mu.d}: W_q in "

@@ -157,3 +157,16 @@ def test_write_is_atomic_and_leaves_nothing_on_failure(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.json"]
     with pytest.raises(OSError):
         write_certificate(tmp_path / "missing-dir" / "c.json", cert)
+
+
+def test_write_if_accepted_writes_only_accepted_certificates(tmp_path):
+    from certified.certificates import write_if_accepted
+
+    cert = flow_certificate(SCHEDULE, POINTS)
+    path, check = write_if_accepted(tmp_path / "ok.json", cert)
+    assert check.verified and path is not None and check_file(path).verified
+    forged = json.loads(json.dumps(cert))
+    forged["claim"]["images"][0][0] = "0"
+    path, check = write_if_accepted(tmp_path / "bad.json", forged)
+    assert path is None and not check.verified and not (tmp_path / "bad.json").exists()
+    assert os.listdir(tmp_path) == ["ok.json"]  # no temporary file left behind
