@@ -81,11 +81,13 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from certified._progress import Progress
     from certified.certificates import command_json, print_json
     from certified.demo import run_demo, write_summary
 
     t0 = time.perf_counter()
-    checks = run_demo()
+    with Progress("demo").stage("building, certifying and re-checking each family"):
+        checks = run_demo()
     all_ok = all(c.passed for c in checks)
     path = write_summary(checks, args.out) if args.out is not None and all_ok else None
     seconds = time.perf_counter() - t0
@@ -107,6 +109,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _flow(args: argparse.Namespace) -> int:
+    from certified._progress import Progress
     from certified.arith.exact import fmpq_to_str, to_fmpq
     from certified.certificates import command_json, print_json, write_if_accepted
     from certified.flow.api import enclose_flow, flow_certificate_for
@@ -126,12 +129,15 @@ def _flow(args: argparse.Namespace) -> int:
             f"--time: version 1 certifies the whole schedule, T = {schedule.total_time}; "
             "omit --time or give that value"
         )
+    progress = Progress("flow")
     # the region engine: its hints make a certificate (the vectorised one has no checker rule)
-    result = enclose_flow(schedule, points, prec=args.prec, method="regions")
+    with progress.stage(f"enclosing the flow of {len(points)} points"):
+        result = enclose_flow(schedule, points, prec=args.prec, method="regions")
     cert = flow_certificate_for(schedule, points, result)
     verdict, path, message = "UNDECIDED", None, result.message
     if cert is not None:
-        path, check = write_if_accepted(args.out, cert)
+        with progress.stage("writing the certificate, re-checked by the checker first"):
+            path, check = write_if_accepted(args.out, cert)
         if check.verified:
             verdict = "VERIFIED"
         else:
@@ -167,11 +173,13 @@ def _flow(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    from certified._progress import Progress
     from certified.bench import run_suite
     from certified.certificates import command_json, print_json
 
     t0 = time.perf_counter()
-    results = run_suite(args.suite, quick=args.quick)
+    with Progress("bench").stage(f"running suite {args.suite}"):
+        results = run_suite(args.suite, quick=args.quick)
     seconds = time.perf_counter() - t0
     if args.json:
         print_json(

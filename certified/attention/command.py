@@ -94,6 +94,7 @@ def _search(args: argparse.Namespace) -> dict | None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the subcommand; CertifiedError / OSError propagate to the CLI (exit 2)."""
+    from certified._progress import Progress
     from certified.arith.ball import check_precision
     from certified.arith.exact import fmpq_to_str, to_fmpq
     from certified.certificates import command_json, print_json, write_if_accepted
@@ -103,8 +104,13 @@ def run(args: argparse.Namespace) -> int:
     check_precision(args.prec, "--prec")
     if (args.search or args.domain) and args.hypothesis not in ("H1", "H2"):
         raise InputError("--search, --domain: only with --hypothesis H1 or H2")
-    v = _verdict(args)
-    search = _search(args) if args.search else None
+    progress = Progress("lipschitz")
+    with progress.stage(f"deciding {args.hypothesis}"):
+        v = _verdict(args)
+    search = None
+    if args.search:
+        with progress.stage("searching for certified lower bounds"):
+            search = _search(args)
     verdict, message, path = v.verdict, v.message, None
     if verdict != "UNDECIDED" and v.certificate is not None:
         path, check = write_if_accepted(args.out, v.certificate)

@@ -117,21 +117,29 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``certified interpolate``; CertifiedError / OSError propagate (exit 2)."""
+    from certified._progress import Progress
     from certified.certificates import command_json, print_json, write_if_accepted
     from certified.interpolation.verify import export_float64
     from certified.io import read_dataset
 
     t0 = time.perf_counter()
-    X, Y = read_dataset(args.data)
-    interp = construct_interpolation(X, Y, args.width, time=args.time, variant=args.variant)
+    progress = Progress("interpolate")
+    with progress.stage(f"reading {args.data}"):
+        X, Y = read_dataset(args.data)
+    with progress.stage(f"constructing (N = {len(X)}, d = {X.shape[1]}, p = {args.width})"):
+        interp = construct_interpolation(X, Y, args.width, time=args.time, variant=args.variant)
     schedule = interp.schedule
     if args.float:
-        schedule, _ = export_float64(interp)
-        if not schedule.is_laminar() and args.variant == "auto":
-            # C's direction u is a long integer vector: its doubles are not laminar; A's are
-            interp = construct_interpolation(X, Y, args.width, time=args.time, variant="general")
+        with progress.stage("rounding to float64"):
             schedule, _ = export_float64(interp)
-    verdict = verify_interpolation(interp.X, interp.Y, schedule)
+            if not schedule.is_laminar() and args.variant == "auto":
+                # C's direction u is a long integer vector: its doubles are not laminar; A's are
+                interp = construct_interpolation(
+                    X, Y, args.width, time=args.time, variant="general"
+                )
+                schedule, _ = export_float64(interp)
+    with progress.stage("verifying exactly"):
+        verdict = verify_interpolation(interp.X, interp.Y, schedule)
     path, message = (
         None,
         (
@@ -140,8 +148,9 @@ def run(args: argparse.Namespace) -> int:
         ),
     )
     if verdict.max_error_squared is not None:
-        cert = interpolation_certificate(interp, schedule, verdict)
-        path, check = write_if_accepted(args.out, cert)
+        with progress.stage("writing the certificate, re-checked by the checker first"):
+            cert = interpolation_certificate(interp, schedule, verdict)
+            path, check = write_if_accepted(args.out, cert)
         message = "" if check.verified else f"the checker did not accept: {check.reason}"
     ok = path is not None and verdict.verdict == "VERIFIED"
     if args.json:

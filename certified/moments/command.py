@@ -37,6 +37,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     """Run ``certified separate``; return the exit code (raises CertifiedError on bad input)."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
+    from certified._progress import Progress
     from certified.certificates import command_json, print_json, write_if_accepted
     from certified.errors import ShapeError
     from certified.io import read_measure
@@ -49,7 +50,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             f"{args.nu}: points have {nu[0].shape[1]} coordinates, those of {args.mu} have "
             f"{mu[0].shape[1]}; give two measures in the same dimension"
         )
-    result = separation_witness(mu, nu, max_prec=args.max_prec)
+    with Progress("separate", err).stage("searching for a separation witness"):
+        result = separation_witness(mu, nu, max_prec=args.max_prec)
     verdict, path, reason = result.verdict, None, result.reason
     if result.certificate is not None:
         path, check = write_if_accepted(args.out, result.certificate)

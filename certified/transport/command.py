@@ -37,6 +37,7 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the subcommand; CertifiedError / OSError propagate to the CLI (exit 2)."""
+    from certified._progress import Progress
     from certified.arith.exact import fmpq_to_str
     from certified.certificates import command_json, print_json, write_if_accepted
     from certified.transport.certificate import wasserstein_certificate
@@ -46,9 +47,12 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     mu = Measure.from_file(args.mu)
     nu = Measure.from_file(args.nu)
-    enclosure = wasserstein(mu, nu, args.q, solver=args.solver)
-    cert = wasserstein_certificate(enclosure)
-    path, check = write_if_accepted(args.out, cert)
+    progress = Progress("wasserstein")
+    with progress.stage(f"solving W_{args.q} ({mu.n} x {nu.n} atoms)"):
+        enclosure = wasserstein(mu, nu, args.q, solver=args.solver)
+    with progress.stage("writing the certificate, re-checked by the checker first"):
+        cert = wasserstein_certificate(enclosure)
+        path, check = write_if_accepted(args.out, cert)
     verdict = "VERIFIED" if check.verified else "UNDECIDED"
     message = (
         "" if check.verified else f"the checker did not accept the certificate: {check.reason}"
