@@ -64,3 +64,17 @@ def test_interpolate_is_quiet_when_stderr_is_not_a_terminal(tmp_path, capsys):
         == 0
     )
     assert capsys.readouterr().err == ""
+
+
+def test_the_checker_names_the_file_on_a_terminal_only(tmp_path, monkeypatch, capsys):
+    from certified.checker._cli import main as check_main
+
+    bad = tmp_path / "x.json"
+    bad.write_text("{}")
+    assert check_main([str(bad)]) == 1
+    assert capsys.readouterr().err == ""  # not a terminal: quiet
+    tty = _Terminal()
+    monkeypatch.setattr("sys.stderr", tty)
+    assert check_main([str(bad)]) == 1
+    assert tty.getvalue() == f"checking {bad} ...\n"
+    assert capsys.readouterr().out.startswith(f"REJECTED {bad}")

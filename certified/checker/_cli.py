@@ -33,9 +33,13 @@ def verdict_line(name: str, verdict: Verdict) -> str:
 
 
 def check_paths(paths: list[str], out: TextIO) -> int:
-    """Check each file, print its line on ``out``, return the exit status."""
+    """Check each file, print its line on ``out``, return the exit status. On a terminal,
+    standard error shows which file is being checked (large files take seconds)."""
     status = 0
+    tty = sys.stderr.isatty()
     for path in paths:
+        if tty:
+            print(f"checking {one_line(path)} ...", file=sys.stderr, flush=True)
         try:
             verdict = check_file(path)
         except OSError as exc:
