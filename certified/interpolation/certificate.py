@@ -130,14 +130,15 @@ def run(args: argparse.Namespace) -> int:
         interp = construct_interpolation(X, Y, args.width, time=args.time, variant=args.variant)
     schedule = interp.schedule
     if args.float:
+        # the error is decided exactly below: the export's own bound is the cheap float one
         with progress.stage("rounding to float64"):
-            schedule, _ = export_float64(interp)
+            schedule, _ = export_float64(interp, method="float64")
             if not schedule.is_laminar() and args.variant == "auto":
                 # C's direction u is a long integer vector: its doubles are not laminar; A's are
                 interp = construct_interpolation(
                     X, Y, args.width, time=args.time, variant="general"
                 )
-                schedule, _ = export_float64(interp)
+                schedule, _ = export_float64(interp, method="float64")
     with progress.stage("verifying exactly"):
         verdict = verify_interpolation(interp.X, interp.Y, schedule)
     path, message = (
