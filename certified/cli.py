@@ -50,7 +50,13 @@ def _build_parser() -> argparse.ArgumentParser:
         "flow", help="certified enclosures of a schedule's flow map, with a certificate"
     )
     f.add_argument("--schedule", type=Path, required=True, help="schedule JSON file")
-    f.add_argument("--points", type=Path, required=True, help="points: .json, .npz or .csv")
+    start = f.add_mutually_exclusive_group(required=True)
+    start.add_argument("--points", type=Path, help="points: .json, .npz or .csv")
+    start.add_argument(
+        "--boxes",
+        type=Path,
+        help='boxes of initial conditions: .json {"lo": n×d, "hi": n×d} or .npz (ReLU)',
+    )
     f.add_argument("--time", help="final time (version 1: the schedule's total time)")
     f.add_argument(
         "--prec",
@@ -113,16 +119,26 @@ def _flow(args: argparse.Namespace) -> int:
     from certified.arith.exact import fmpq_to_str, to_fmpq
     from certified.certificates import command_json, print_json, write_if_accepted
     from certified.flow.api import enclose_flow, flow_certificate_for
-    from certified.io import read_points
+    from certified.io import read_boxes, read_points
     from certified.models import Schedule
 
     t0 = time.perf_counter()
     schedule = Schedule.from_json(args.schedule)
-    points = read_points(args.points)
-    if points.shape[1] != schedule.dimension:
+    if args.boxes is not None:
+        from certified.arith import Interval
+        from certified.arith.exact import fmpq_array_to_float
+
+        lo, hi = read_boxes(args.boxes)
+        # outward to doubles: the certificate is about boxes containing the given ones
+        start = Interval(fmpq_array_to_float(lo, "down"), fmpq_array_to_float(hi, "up"))
+        n, d, source = lo.shape[0], lo.shape[1], args.boxes
+    else:
+        start = points = read_points(args.points)
+        n, d, source = points.shape[0], points.shape[1], args.points
+    if d != schedule.dimension:
         raise InputError(
-            f"{args.points}: points have {points.shape[1]} coordinates, the schedule's "
-            f"dimension is {schedule.dimension}"
+            f"{source}: {'boxes' if args.boxes else 'points'} have {d} coordinates, the "
+            f"schedule's dimension is {schedule.dimension}"
         )
     if args.time is not None and to_fmpq(args.time, field="--time") != schedule.total_time:
         raise InputError(
@@ -131,9 +147,10 @@ def _flow(args: argparse.Namespace) -> int:
         )
     progress = Progress("flow")
     # the region engine: its hints make a certificate (the vectorised one has no checker rule)
-    with progress.stage(f"enclosing the flow of {len(points)} points"):
-        result = enclose_flow(schedule, points, prec=args.prec, method="regions")
-    cert = flow_certificate_for(schedule, points, result)
+    what = "boxes" if args.boxes is not None else "points"
+    with progress.stage(f"enclosing the flow of {n} {what}"):
+        result = enclose_flow(schedule, start, prec=args.prec, method="regions")
+    cert = flow_certificate_for(schedule, start, result)
     verdict, path, message = "UNDECIDED", None, result.message
     if cert is not None:
         with progress.stage("writing the certificate, re-checked by the checker first"):
@@ -143,7 +160,11 @@ def _flow(args: argparse.Namespace) -> int:
         else:
             message = f"the certificate was not accepted by the checker: {check.reason}"
     elif result.status.value == "success":
-        message = "no checker rule covers this schedule yet (non-laminar ReLU pieces)"
+        message = (
+            "no checker rule covers boxes of tanh / sigmoid flows (points are covered)"
+            if args.boxes is not None and schedule.activation.value in ("tanh", "sigmoid")
+            else "no checker rule covers this schedule yet"
+        )
     seconds = time.perf_counter() - t0
     ok = result.status.value == "success"
     enc = result.final
@@ -162,7 +183,7 @@ def _flow(args: argparse.Namespace) -> int:
     else:
         if ok:
             print(
-                f"{len(points)} points, T = {schedule.total_time}: max enclosure width "
+                f"{n} {what}, T = {schedule.total_time}: max enclosure width "
                 f"{result.max_width():.3e}"
             )
         print(f"{verdict}" + (f": certificate written to {path}" if path else f": {message}"))

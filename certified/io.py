@@ -61,6 +61,7 @@ __all__ = [
     "exact_vector",
     "parse_json",
     "prefixed_errors",
+    "read_boxes",
     "read_dataset",
     "read_json",
     "read_measure",
@@ -549,6 +550,55 @@ def read_points(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTE
     """
     X, _ = _read_xy(path, need_y=False, max_bytes=max_bytes)
     return X
+
+
+def read_boxes(
+    path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES
+) -> tuple[np.ndarray, np.ndarray]:
+    """Read a boxes file exactly: ``.json`` ``{"lo": n×d, "hi": n×d}`` or ``.npz`` with arrays
+    ``lo`` and ``hi``; box i is the product of the intervals ``[lo[i][k], hi[i][k]]``.
+
+    Returns
+    -------
+    lo, hi : numpy.ndarray
+        ``dtype=object`` arrays of :class:`flint.fmpq` of the same shape ``(n, d)``, lo <= hi.
+
+    Raises
+    ------
+    InputFileError, SchemaError, ShapeError, NonFiniteError, NumberFormatError
+        As :func:`read_dataset`; :class:`SchemaError` when some ``lo`` exceeds its ``hi``.
+
+    Guarantee: exact.
+    """
+    name = os.fspath(path)
+    suffix = _suffix(path)
+    if suffix == ".json":
+        obj = read_json(path, max_bytes=max_bytes)
+        with prefixed_errors(name):
+            obj = check_keys(obj, "", ["lo", "hi"], [])
+    elif suffix == ".npz":
+        obj = _read_npz(path, max_bytes, {"lo", "hi"})
+        with prefixed_errors(name):
+            for key in ("lo", "hi"):
+                if key not in obj:
+                    raise SchemaError(f"missing array {key!r}; required arrays: lo, hi")
+    else:
+        raise _unsupported(name, suffix, ".json or .npz")
+    with prefixed_errors(name):
+        lo = exact_matrix(obj["lo"], "lo", row_what="boxes", col_what="coordinates")
+        n, d = lo.shape
+        hi = exact_matrix(
+            obj["hi"], "hi", rows=n, cols=d, row_what="boxes (as many as lo)",
+            col_what="coordinates",
+        )  # fmt: skip
+        for i in range(n):
+            for k in range(d):
+                if lo[i, k] > hi[i, k]:
+                    raise SchemaError(
+                        f"lo[{i}][{k}] = {lo[i, k]} exceeds hi[{i}][{k}] = {hi[i, k]}; "
+                        "give lo <= hi"
+                    )
+    return lo, hi
 
 
 def read_dataset(

@@ -311,6 +311,23 @@ def _regions_piece(net, entry, where, x, is_exact, N, G, prec, J, r):
     return x, J
 
 
+def _laminar_columns(net: _Net, x: list, J: list, r: list) -> list:
+    """Columns D J, D = I + tau sum_i w_i s_i a_i^T with s_i the slopes of neuron i over the
+    hull of a_i . y + b_i on the set x + J u, |u_k| <= r_k (bounds.md#relu-box-laminar)."""
+    d, terms = net.d, []
+    for i in net.live:
+        dot = lambda v, i=i: sum((net.a[i][k] * v[k] for k in range(d)), arb(0))  # noqa: E731
+        e = sum((abs(dot(c)).upper() * rk for c, rk in zip(J, r, strict=True)), arb(0))
+        z = dot(x) + net.b[i]
+        z = (z - e).union(z + e)
+        s = arb(1) if z > 0 else arb(net.al) if z < 0 else arb(net.al).union(arb(1))
+        terms.append((i, net.tau * s, dot))
+    return [
+        [c[k] + sum((t * net.w[i][k] * dot(c) for i, t, dot in terms), arb(0)) for k in range(d)]
+        for c in J
+    ]
+
+
 def _cost(net: _Net, x: list, budget: int, where: str) -> int:
     """Charge an exact map of the point x through net as the rule laminar-exact does."""
     w = 1 + max(net.height, *(c.height_bits() for c in x)) // 64
@@ -375,8 +392,8 @@ def check_relu_regions(activation, pieces, points, boxes, hints, al=_Z, initial_
                     fields(e, where, ("kind",))
                     if not net.laminar:
                         raise Rejected(f"{where}: piece {j} is not laminar")
-                    if not is_exact:
-                        x, J, r = [arb(lo).union(arb(hi)) for lo, hi in _flat(x, J, r)], [], []
+                    if not is_exact:  # x + J u keeps its shape: Phi(y) - Phi(c) = D (y - c)
+                        J = _laminar_columns(net, x, J, r)
                     f = net.field(x, _Z if is_exact else arb(0))
                     x = [x[k] + net.tau * f[k] for k in range(d)]
                 elif e["kind"] == "equilibrium":

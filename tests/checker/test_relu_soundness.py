@@ -589,6 +589,104 @@ def test_relu_regions_boxes_contain_the_images_of_sampled_points():
     assert found == 4
 
 
+def test_boxes_through_laminar_and_general_pieces():
+    """Laminar pieces before and after general ones: the checker carries the box as c + J u
+    through the laminar map (Clarke's mean value theorem, bounds.md#relu-box-laminar) as the
+    producer does, so these certificates are accepted (they were rejected while the checker
+    flattened the box there); 50-digit images of corners and inner points lie in the claim,
+    a claim cut just inside the extreme sampled image is rejected."""
+    from certified.arith import Interval
+
+    rng = np.random.default_rng(8)
+    found = 0
+    for seed in range(60):
+        activation = ("relu", "leaky_relu")[seed % 2]
+        spec = _random_spec(seed, 2, activation, "1/3" if seed % 2 else None)
+        general = [{**p, "duration": "1/8"} for p in spec["pieces"]]
+        lam = [  # normal (1, -1), motion along (1, 1): two neurons, kinks near the box
+            {"duration": "1/4", "W": [[1, "-1/2"], [1, "-1/2"]], "A": [[1, -1], [1, -1]],
+             "b": [str(rng.uniform(-0.2, 0.2)), str(rng.uniform(-0.2, 0.2))]}
+            for _ in range(2)
+        ]  # fmt: skip
+        spec["pieces"] = [lam[0], *general, lam[1]]
+        c = rng.uniform(-1, 1, 2)
+        B = Interval(c[None, :] - 1e-3, c[None, :] + 1e-3)
+        schedule = Schedule.from_json(spec)
+        assert schedule.pieces[0].is_laminar() and not schedule.is_laminar()
+        res = enclose_flow(schedule, B)
+        if res.hints["rejected"]:
+            continue
+        cert = flow_certificate_for(schedule, B, res)
+        assert [e["kind"] for e in cert["hints"]["points"][0]][::3] == ["laminar", "laminar"]
+        verdict = check_certificate(cert)
+        assert verdict.verified, verdict.reason
+        found += 1
+        box = [[_q(lo), _q(hi)] for lo, hi in cert["instance"]["boxes"][0]]
+        samples = _corners(box) + [
+            [lo + (hi - lo) * fmpq(int(rng.integers(0, 1000)), 1000) for lo, hi in box]
+            for _ in range(4)
+        ]
+        images = [[_near(v) for v in _reference(spec, x)] for x in samples]
+        claim = [[_q(lo), _q(hi)] for lo, hi in cert["claim"]["enclosures"][0]]
+        for y in images:
+            for k in range(2):
+                assert claim[k][0] <= y[k] <= claim[k][1]
+        for k in range(2):
+            for end, pick in ((1, max), (0, min)):
+                cut = copy.deepcopy(cert)
+                extreme = pick(y[k] for y in images)
+                cut["claim"]["enclosures"][0][k][end] = exact_number(
+                    extreme - DELTA if end else extreme + DELTA
+                )
+                assert not check_certificate(cut).verified
+        if found == 4:
+            break
+    assert found == 4
+
+
+@pytest.mark.parametrize("activation", ["relu", "leaky_relu"])
+def test_box_across_a_laminar_kink_then_a_general_piece(activation):
+    """The box straddles the laminar neuron's hyperplane (slopes [alpha, 1] on it): accepted,
+    images of corners and inner points inside, a claim cut inside the extreme image rejected
+    (a checker that took one slope for a straddling neuron would accept the cut)."""
+    from certified.arith import Interval
+
+    spec = {
+        "dimension": 2,
+        "activation": activation,
+        "pieces": [
+            {"duration": "1/2", "W": [[1], [1]], "A": [[1, -1]], "b": ["0"]},
+            {"duration": "1/8", "W": [[1, "1/2"], ["3/10", -1]], "A": [[1, "1/5"], ["2/5", 1]],
+             "b": ["1/10", "1/5"]},
+        ],
+    }  # fmt: skip
+    B = Interval(np.array([[0.29, 0.29]]), np.array([[0.31, 0.31]]))
+    schedule = Schedule.from_json(spec)
+    res = enclose_flow(schedule, B)
+    cert = flow_certificate_for(schedule, B, res)
+    assert cert is not None and cert["hints"]["points"][0][0] == {"kind": "laminar"}
+    verdict = check_certificate(cert)
+    assert verdict.verified, verdict.reason
+    box = [[_q(lo), _q(hi)] for lo, hi in cert["instance"]["boxes"][0]]
+    rng = np.random.default_rng(3)
+    samples = _corners(box) + [
+        [lo + (hi - lo) * fmpq(int(rng.integers(0, 1000)), 1000) for lo, hi in box]
+        for _ in range(6)
+    ]
+    images = [[_near(v) for v in _reference(spec, x)] for x in samples]
+    claim = [[_q(lo), _q(hi)] for lo, hi in cert["claim"]["enclosures"][0]]
+    for y in images:
+        assert all(claim[k][0] <= y[k] <= claim[k][1] for k in range(2))
+    for k in range(2):
+        for end, pick in ((1, max), (0, min)):
+            cut = copy.deepcopy(cert)
+            extreme = pick(y[k] for y in images)
+            cut["claim"]["enclosures"][0][k][end] = exact_number(
+                extreme - DELTA if end else extreme + DELTA
+            )
+            assert not check_certificate(cut).verified
+
+
 def test_laminar_exact_boxes():
     """Boxes through laminar pieces (rule laminar-exact): the exact box hull; exact images of
     sampled points lie in it; the producer's certificate verifies; a claim shrunk past the
