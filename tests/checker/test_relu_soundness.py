@@ -544,6 +544,28 @@ def _corners(box):
     return [list(c) for c in itertools.product(*box)]
 
 
+def _assert_claim_contains_and_is_tight(spec: dict, cert: dict, rng, inner: int) -> None:
+    """The 50-digit images of the box's corners and ``inner`` random inner points lie in the
+    claimed enclosure, and a claim cut just inside the extreme sampled image is rejected."""
+    box = [[_q(lo), _q(hi)] for lo, hi in cert["instance"]["boxes"][0]]
+    samples = _corners(box) + [
+        [lo + (hi - lo) * fmpq(int(rng.integers(0, 1000)), 1000) for lo, hi in box]
+        for _ in range(inner)
+    ]
+    images = [[_near(v) for v in _reference(spec, x)] for x in samples]
+    claim = [[_q(lo), _q(hi)] for lo, hi in cert["claim"]["enclosures"][0]]
+    for y in images:
+        assert all(claim[k][0] <= y[k] <= claim[k][1] for k in range(2))
+    for k in range(2):
+        for end, pick in ((1, max), (0, min)):
+            cut = copy.deepcopy(cert)
+            extreme = pick(y[k] for y in images)
+            cut["claim"]["enclosures"][0][k][end] = exact_number(
+                extreme - DELTA if end else extreme + DELTA
+            )
+            assert not check_certificate(cut).verified
+
+
 def test_relu_regions_boxes_contain_the_images_of_sampled_points():
     """The producer's box certificates (one region per piece, the checker's replay in the form
     centre + J u): VERIFIED, and the 50-digit images of corners and random inner points lie in
@@ -566,24 +588,7 @@ def test_relu_regions_boxes_contain_the_images_of_sampled_points():
         assert cert["hints"]["method"] == "relu-regions" and "boxes" in cert["instance"]
         assert check_certificate(cert).verified
         found += 1
-        box = [[_q(lo), _q(hi)] for lo, hi in cert["instance"]["boxes"][0]]
-        samples = _corners(box) + [
-            [lo + (hi - lo) * fmpq(int(rng.integers(0, 1000)), 1000) for lo, hi in box]
-            for _ in range(4)
-        ]
-        images = [[_near(v) for v in _reference(spec, x)] for x in samples]
-        claim = [[_q(lo), _q(hi)] for lo, hi in cert["claim"]["enclosures"][0]]
-        for y in images:
-            for k in range(2):
-                assert claim[k][0] <= y[k] <= claim[k][1]
-        for k in range(2):
-            for end, pick in ((1, max), (0, min)):
-                cut = copy.deepcopy(cert)
-                extreme = pick(y[k] for y in images)
-                cut["claim"]["enclosures"][0][k][end] = exact_number(
-                    extreme - DELTA if end else extreme + DELTA
-                )
-                assert not check_certificate(cut).verified
+        _assert_claim_contains_and_is_tight(spec, cert, rng, 4)
         if found == 4:
             break
     assert found == 4
@@ -621,24 +626,7 @@ def test_boxes_through_laminar_and_general_pieces():
         verdict = check_certificate(cert)
         assert verdict.verified, verdict.reason
         found += 1
-        box = [[_q(lo), _q(hi)] for lo, hi in cert["instance"]["boxes"][0]]
-        samples = _corners(box) + [
-            [lo + (hi - lo) * fmpq(int(rng.integers(0, 1000)), 1000) for lo, hi in box]
-            for _ in range(4)
-        ]
-        images = [[_near(v) for v in _reference(spec, x)] for x in samples]
-        claim = [[_q(lo), _q(hi)] for lo, hi in cert["claim"]["enclosures"][0]]
-        for y in images:
-            for k in range(2):
-                assert claim[k][0] <= y[k] <= claim[k][1]
-        for k in range(2):
-            for end, pick in ((1, max), (0, min)):
-                cut = copy.deepcopy(cert)
-                extreme = pick(y[k] for y in images)
-                cut["claim"]["enclosures"][0][k][end] = exact_number(
-                    extreme - DELTA if end else extreme + DELTA
-                )
-                assert not check_certificate(cut).verified
+        _assert_claim_contains_and_is_tight(spec, cert, rng, 4)
         if found == 4:
             break
     assert found == 4
@@ -667,24 +655,7 @@ def test_box_across_a_laminar_kink_then_a_general_piece(activation):
     assert cert is not None and cert["hints"]["points"][0][0] == {"kind": "laminar"}
     verdict = check_certificate(cert)
     assert verdict.verified, verdict.reason
-    box = [[_q(lo), _q(hi)] for lo, hi in cert["instance"]["boxes"][0]]
-    rng = np.random.default_rng(3)
-    samples = _corners(box) + [
-        [lo + (hi - lo) * fmpq(int(rng.integers(0, 1000)), 1000) for lo, hi in box]
-        for _ in range(6)
-    ]
-    images = [[_near(v) for v in _reference(spec, x)] for x in samples]
-    claim = [[_q(lo), _q(hi)] for lo, hi in cert["claim"]["enclosures"][0]]
-    for y in images:
-        assert all(claim[k][0] <= y[k] <= claim[k][1] for k in range(2))
-    for k in range(2):
-        for end, pick in ((1, max), (0, min)):
-            cut = copy.deepcopy(cert)
-            extreme = pick(y[k] for y in images)
-            cut["claim"]["enclosures"][0][k][end] = exact_number(
-                extreme - DELTA if end else extreme + DELTA
-            )
-            assert not check_certificate(cut).verified
+    _assert_claim_contains_and_is_tight(spec, cert, np.random.default_rng(3), 6)
 
 
 def test_laminar_exact_boxes():
