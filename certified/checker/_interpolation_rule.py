@@ -49,10 +49,10 @@ def _phase(X: list, a: list, terms: list, d: int) -> list:
     on = [k for k in range(d) if any(row[k] for _, row in terms)]
     on2 = on + [d + k for k in on]
     acc, sums = [_ZERO] * len(on2), [[_ZERO] * len(on2)]  # prefix sums of slope ++ intercept
-    for i, (_, row) in enumerate(terms):
+    for _, row in terms:
         acc = [u + row[k] for u, k in zip(acc, on2, strict=True)]
         sums.append(acc)
-        if i % 512 == 511 and any(q.height_bits() > H for q in acc):
+        if any(q.height_bits() > H for q in acc):  # every sum: bounds the cost of each operation
             raise Rejected(f"resource limit: prefix sums beyond {H} bits")
     brk = [t[0] for t in terms]
     m = len(on)

@@ -104,3 +104,50 @@ def test_unsound_variants_are_rejected():
     bad = copy.deepcopy(cert)
     bad["instance"]["schedule"]["pieces"][0]["duration"] = "0"
     assert not check_certificate(bad).verified
+
+
+def test_every_prefix_sum_is_held_to_the_height_limit():
+    """Weights whose partial sums exceed MAX_HEIGHT_BITS and then cancel back to 0 (before any
+    periodic check would look) are rejected: the limit bounds every operation's cost."""
+    import flint
+
+    from certified.checker import check_certificate
+
+    rng = __import__("random").Random(5)
+    big = [flint.fmpq(rng.getrandbits(13000) | 1, rng.getrandbits(13000) | 1) for _ in range(6)]
+    ws = big + [-q for q in big]  # sums: height grows past 65,536 bits, then back to 0
+    p = len(ws)
+    cert = {
+        "kind": "interpolation",
+        "version": 1,
+        "instance": {
+            "X": [["0", "0"]],
+            "Y": [["0", "0"]],
+            "schedule": {
+                "dimension": 2,
+                "activation": "relu",
+                "pieces": [
+                    {
+                        "duration": "1",
+                        "W": [["0"] * p, [str(q) for q in ws]],
+                        "A": [["-1", "0"]] * p,
+                        "b": [str(-(i + 1)) for i in range(p)],  # breakpoints 1..12 > s = 0
+                    }
+                ],
+            },
+        },
+        "claim": {
+            "result": "exact",
+            "max_error_squared": "0",
+            "switches": 0,
+            "formula_switches": 0,
+            "variant": "high-dim",
+        },
+        "hints": {"phases": [{"pieces": [0, 1], "normal": ["-1", "0"]}]},
+    }
+    v = check_certificate(cert)
+    assert not v.verified and "prefix sums beyond" in v.reason
+    # the same weights with small heights: accepted (the point sees no neuron)
+    small = copy.deepcopy(cert)
+    small["instance"]["schedule"]["pieces"][0]["W"][1] = [str(i + 1) for i in range(p)]
+    assert check_certificate(small).verified
