@@ -8,14 +8,16 @@ biases ``b_i(t)`` switching (theorems.md §3, row B; proofs/interpolation_varian
   returns REFUTED with an exact witness: ``p + 1`` rows and columns of ``Y − X`` whose minor
   has a nonzero determinant. :func:`refuting_dataset` exhibits data with ``rank = min(d, N)``,
   which refutes the "for all data" statement whenever ``p < min(d, N)``.
-* Construction for ``p >= 2d`` (ours; the paper's for B is not in what we have): phase 1 uses
-  ``m = ⌊p/(2d)⌋`` pairs of neurons per direction ``w_k = e_k − u_k e_0`` (k = 1..d−1), all
-  with normal u; a pair ``λ w_k [(u·x − κ₁)_+ − (u·x − κ₂)_+]`` with both kinks in one gap of
-  the sorted ``u·x_n`` shifts every point above the gap by ``τλ(κ₂ − κ₁) w_k`` and no point
-  below it: choosing the kinks (the biases) sets any shift. Phase 2 does the same with normal
-  v ⊥ u and directions ±u. Unused neurons are switched off by a bias below every value they
-  see. ``L = 2⌈N/m⌉ − 1`` switches; exact in rational arithmetic.
-* For ``d <= p < 2d`` no construction is implemented: UNDECIDED with that reason.
+* Construction for ``p >= d + 2`` (ours; the paper's for B is not in what we have): W and A
+  are fixed, so each neuron pushes along its own ``w`` with a fixed magnitude and only its kink
+  (bias) moves. Phase 1 (normal u) uses the ``d`` directions ``e'_k = e_k − u_k e_0``
+  (k = 1..d−1) and ``−Σ e'_k``, a positive basis of ``u^⊥``: each target displacement is a
+  combination with coefficients ``g_k + M`` and ``M``, and ``M`` (free, growing fast enough)
+  makes every coefficient a convex function of ``u·x`` with exactly the slope increments a
+  fixed-size ramp can give (one kink per direction per gap). Phase 2 (normal v ⊥ u) does the
+  same with ``u, −u``. ``m = ⌊p/(d+2)⌋`` points per piece, ``L = 2⌈N/m⌉ − 1``; exact in rational
+  arithmetic (proofs/interpolation_variants.md, Lemma B3).
+* For ``d <= p < d + 2`` no construction is implemented: UNDECIDED with that reason.
 
 :func:`replay_semi_autonomous` replays such schedules exactly: in each piece the neurons that
 are positive somewhere must be laminar (shared normal, ``w ⊥ a``), and every other neuron must
@@ -247,56 +249,55 @@ def _pow2_above(q: flint.fmpq) -> flint.fmpq:
     return out
 
 
-def _phase(
-    s: list[flint.fmpq], shifts: list[list[flint.fmpq]], m: int, tau: flint.fmpq
-) -> tuple[flint.fmpq, list[list[list[tuple[flint.fmpq, flint.fmpq] | None]]]]:
-    """Scale λ and, per piece, per direction, up to m kink pairs realising the shifts.
+def _ramp_phase(
+    s: list[flint.fmpq], g: list[list[flint.fmpq]], m: int, tau: flint.fmpq
+) -> tuple[flint.fmpq, list[list[list[flint.fmpq | None]]]]:
+    """Scale U and, per piece, per direction k = 0..q, up to m kinks: with directions
+    ``e'_0..e'_{q-1}`` and ``e'_q = −Σ e'_k`` (a positive basis of their span), the ramps
+    ``τ U e'_k (s − c)_+`` of a phase add ``Σ_k e'_k f_k(s)`` with ``f_k`` convex, and
+    ``f_k(s_n) = g[n][k] + M_n`` (k < q), ``f_q(s_n) = M_n`` gives exactly ``Σ_k g[n][k] e'_k``
+    at every point (proofs/interpolation_variants.md#semi-autonomous).
 
-    ``shifts[n][k]``: coefficient of direction k to add to point n. Points are handled from the
-    lowest s upward; the pair at the gap below the point of rank r shifts every point of rank
-    >= r by ``v_r = Δ_r − Δ_{r−1}`` (telescoping).
+    Sorted ``s_1 < .. < s_N``: one kink per direction below ``s_1`` and one in each gap. With n
+    kinks below ``s_n`` and one more in ``(s_n, s_{n+1})`` the increment of ``f_k`` is in
+    ``τ U gap_n [n, n+1]``; ``ΔM_n = τ U gap_n (n + 1/2)`` and ``U >= 2 max|Δg| / (τ gap)``
+    put every direction's increment there, and each kink is then solved exactly.
     """
-    N = len(s)
+    N, q = len(s), len(g[0])
     order = sorted(range(N), key=lambda n: s[n])
     srt = [s[n] for n in order]
-    low = srt[0] - (srt[-1] - srt[0] if N > 1 else 1) - 1
-    gaps_lo = [low] + srt[:-1]
-    K = len(shifts[0])
-    v = [
-        [shifts[order[r]][k] - (shifts[order[r - 1]][k] if r else 0) for k in range(K)]
-        for r in range(N)
-    ]
-    ratio = max(
-        (abs(v[r][k]) / (tau * (srt[r] - gaps_lo[r])) for r in range(N) for k in range(K)),
+    G = [g[n] for n in order]
+    need = max(
+        (abs(G[r + 1][k] - G[r][k]) * 2 / (tau * (srt[r + 1] - srt[r]))
+         for r in range(N - 1) for k in range(q)),
         default=_ZERO,
-    )
-    lam = _pow2_above(ratio)
+    )  # fmt: skip
+    U = _pow2_above(need)
+    A = tau * U
+    M = [max([_ZERO] + [-x for x in G[0]]) + 1]
+    for r in range(N - 1):
+        M.append(M[-1] + A * (srt[r + 1] - srt[r]) * (2 * r + 3) / 2)
+    T = [[G[r][k] + M[r] for k in range(q)] + [M[r]] for r in range(N)]
+    kinks = [[srt[0] - T[0][k] / A for k in range(q + 1)]]  # f_k(s_1) = A (s_1 - c)
+    for r in range(N - 1):
+        gap = srt[r + 1] - srt[r]
+        kinks.append([srt[r + 1] - ((T[r + 1][k] - T[r][k]) / A - (r + 1) * gap)
+                      for k in range(q + 1)])  # fmt: skip
     pieces = []
     for start in range(0, N, m):
-        piece = []
-        for k in range(K):
-            pairs = []
-            for r in range(start, min(start + m, N)):
-                if v[r][k] == 0:
-                    pairs.append(None)
-                    continue
-                mid = (srt[r] + gaps_lo[r]) / 2
-                half = v[r][k] / (2 * tau * lam)
-                pairs.append((mid - half, mid + half))
-            pairs += [None] * (m - len(pairs))
-            piece.append(pairs)
-        pieces.append(piece)
-    return lam, pieces
+        chunk = kinks[start : start + m]
+        pieces.append([[c[k] for c in chunk] + [None] * (m - len(chunk)) for k in range(q + 1)])
+    return U, pieces
 
 
 def construct_semi_autonomous(X: Any, Y: Any, width: int, *, time: Any = 1) -> Schedule:
     """An exact semi-autonomous ReLU schedule (W, A constant; only b switching) of width
-    ``2d⌊p/(2d)⌋ <= p`` with ``Φ_T(x_n) = y_n``; needs ``p >= 2d``.
+    ``(d + 2)⌊p/(d + 2)⌋ <= p`` with ``Φ_T(x_n) = y_n``; needs ``p >= d + 2``.
 
     Raises
     ------
     InputError
-        p < 2d (no construction implemented), duplicates, T <= 0.
+        p < d + 2 (no construction implemented), duplicates, T <= 0.
     DomainError
         d = 1.
 
@@ -307,11 +308,11 @@ def construct_semi_autonomous(X: Any, Y: Any, width: int, *, time: Any = 1) -> S
     N, d = Xq.shape
     require_dimension_two(d, "interpolation")
     T = positive_time(time)
-    if p < 2 * d:
+    if p < d + 2:
         raise InputError(
-            f"width: p = {p} < 2d = {2 * d}; the semi-autonomous construction needs p >= 2d"
+            f"width: p = {p} < d + 2 = {d + 2}; the semi-autonomous construction needs p >= d + 2"
         )
-    m = p // (2 * d)
+    m = p // (d + 2)
     K = -(-N // m)
     tau = T / (2 * K)
     u = _direction_u(Xq, Yq)
@@ -320,49 +321,61 @@ def construct_semi_autonomous(X: Any, Y: Any, width: int, *, time: Any = 1) -> S
     Z = [[Yq[n][k] - Xq[n][k] - mu[n] * u[k] for k in range(d)] for n in range(N)]
     mid_points = np.array([[Yq[n][k] - mu[n] * u[k] for k in range(d)] for n in range(N)])
     v = _direction_v(mid_points, u)
+    # phase 1: normal u, motion in u-perp along e'_k = e_k - u_k e_0 (k = 1..d-1; Z[n] has
+    # coordinates Z[n][1:] there) and -sum e'_k; phase 2: normal v, motion along u and -u
     s1 = [dot(u, x) for x in Xq]
-    lam1, ph1 = _phase(s1, [z[1:] for z in Z], m, tau)
+    U1, ph1 = _ramp_phase(s1, [z[1:] for z in Z], m, tau)
     s2 = [dot(v, x) for x in mid_points]
-    lam2, ph2 = _phase(s2, [[q] for q in mu], m, tau)
-    # neurons: phase 1, per direction k=1..d-1, m pairs (+w_k, -w_k); phase 2, m pairs (+u, -u)
-    dirs1 = [[(i == k) - (u[k] if i == 0 else 0) for i in range(d)] for k in range(1, d)]
+    U2, ph2 = _ramp_phase(s2, [[q] for q in mu], m, tau)
+    basis = [[(i == k) - (u[k] if i == 0 else 0) for i in range(d)] for k in range(1, d)]
+    dirs1 = [*basis, [-sum((b[i] for b in basis), _ZERO) for i in range(d)]]
     cols, rows = [], []
     for w in dirs1:
-        for _ in range(m):
-            cols += [[lam1 * q for q in w], [-lam1 * q for q in w]]
-            rows += [u, u]
-    for _ in range(m):
-        cols += [[lam2 * q for q in u], [-lam2 * q for q in u]]
-        rows += [v, v]
+        cols += [[U1 * c for c in w]] * m
+        rows += [u] * m
+    for w in (u, [-c for c in u]):
+        cols += [[U2 * c for c in w]] * m
+        rows += [v] * m
     W = [[cols[i][r] for i in range(len(cols))] for r in range(d)]
-    # an "off" bias below -|a·x| at every position the points take: in phase 1 x_n plus the
-    # shift of some point (telescoping sums), in phase 2 the midpoint plus some μ_r u
-    # (proofs/interpolation_variants.md#semi-autonomous); the replay re-checks it exactly
-    bound = (
-        max(abs(q) for q in s1)
-        + max(abs(dot(v, x)) for x in Xq)
-        + max(abs(dot(v, z)) for z in Z)
-        + max(abs(dot(u, x)) for x in mid_points)
-        + max(abs(q) for q in mu) * nu
-    )
-    off = -(bound * 2 + 1)
-    pieces = []
-    for phase, npairs_before in ((ph1, 0), (ph2, 2 * m * (d - 1))):
+    pieces: list[list] = []  # biases per piece; "None" = off, set below
+    for phase, first in ((ph1, 0), (ph2, d * m)):
         for piece in phase:
-            b = [off] * len(cols)
-            for k, pairs in enumerate(piece):
-                for j, kinks in enumerate(pairs):
-                    if kinks is not None:
-                        i = npairs_before + 2 * (k * m + j)
-                        b[i], b[i + 1] = -kinks[0], -kinks[1]
-            pieces.append(Piece(tau, W, rows, b, f"pieces[{len(pieces)}]"))
-    return Schedule(d, Activation.RELU, tuple(pieces))
+            b = [None] * len(cols)
+            for k, kinks in enumerate(piece):
+                for j, c in enumerate(kinks):
+                    if c is not None:
+                        b[first + k * m + j] = -c
+            pieces.append(b)
+    # an "off" bias below -|a.x| at every position the points take (ends of the pieces, with
+    # the used neurons only; positions are affine in t within a piece): the replay re-checks
+    off = _off_bias(Xq, W, rows, pieces, tau)
+    out = [Piece(tau, W, rows, [off if x is None else x for x in b], f"pieces[{k}]")
+           for k, b in enumerate(pieces)]  # fmt: skip
+    return Schedule(d, Activation.RELU, tuple(out))
+
+
+def _off_bias(Xq, W, rows, pieces, tau) -> flint.fmpq:
+    """A bias that keeps a neuron at or below 0 at every piece end of the used neurons' flow."""
+    Z = [list(x) for x in Xq]
+    p, d = len(rows), len(Z[0])
+    big = max(abs(dot(r, z)) for r in rows for z in Z)
+    for b in pieces:
+        new = []
+        for z in Z:
+            y = list(z)
+            for i in range(p):
+                if b[i] is not None and (pre := dot(rows[i], z) + b[i]) > 0:
+                    y = [y[k] + tau * pre * W[k][i] for k in range(d)]
+            new.append(y)
+        Z = new
+        big = max(big, max(abs(dot(r, z)) for r in rows for z in Z))
+    return -(2 * big + 1)
 
 
 def check_semi_autonomous(X: Any, Y: Any, width: int, *, time: Any = 1) -> SemiAutonomousVerdict:
     """Decide what can be certified about semi-autonomous interpolation of these data at
     width p: REFUTED when ``rank(Y − X) > p`` (exact minor witness), VERIFIED with an exact
-    construction when ``p >= 2d``, UNDECIDED otherwise.
+    construction when ``p >= d + 2``, UNDECIDED otherwise.
 
     Raises
     ------
@@ -391,11 +404,11 @@ def check_semi_autonomous(X: Any, Y: Any, width: int, *, time: Any = 1) -> SemiA
             f"the displacements y_n - x_n span a space of dimension {rank} > p = {p}; a "
             "semi-autonomous flow moves every point inside span{w_1..w_p}",
         )  # fmt: skip
-    if p < 2 * d:
+    if p < d + 2:
         return SemiAutonomousVerdict(
             "UNDECIDED", p, rank, None, None, None, None, formula,
             f"rank(Y - X) = {rank} <= p, so the span obstruction is silent; the exact "
-            f"construction needs p >= 2d = {2 * d}",
+            f"construction needs p >= d + 2 = {d + 2}",
         )  # fmt: skip
     schedule = construct_semi_autonomous(Xq, Yq, p, time=time)
     images = replay_semi_autonomous(schedule, Xq)

@@ -216,6 +216,7 @@ def test_semi_autonomous_witness_minor_on_general_data(data, p):
 @given(datasets(n=(1, 25), d=(2, 4)), st.integers(1, 12))
 # regression: y_1 - y_0 parallel to u = (1, 1) once made the phase-2 direction impossible
 @example((np.array([[0.0, 0.0], [1.0, 0.0]]), np.array([[0.0, 0.0], [1.0, 1.0]])), 4)
+@example((np.eye(3)[:2] * [1, 2, 3], np.eye(3)[1:] * [5, 1, 2]), 5)  # d = 3, p = d + 2 < 2d
 def test_semi_autonomous_verdicts(data, p):
     X, Y = data
     N, d = X.shape
@@ -224,15 +225,15 @@ def test_semi_autonomous_verdicts(data, p):
     assert v.rank == rank
     if rank > p:
         assert v.verdict == "REFUTED"
-    elif p >= 2 * d:
+    elif p >= d + 2:
         assert v.verdict == "VERIFIED"
-        m = p // (2 * d)
+        m = p // (d + 2)
         assert v.switches == 2 * -(-N // m) - 1 and v.schedule.width <= p
         assert is_semi_autonomous(v.schedule)
         images = replay_semi_autonomous(v.schedule, X)
         assert all(images[n, k] == to_fmpq(Y[n, k]) for n in range(N) for k in range(d))
     else:
-        assert v.verdict == "UNDECIDED" and "2d" in v.message
+        assert v.verdict == "UNDECIDED" and "d + 2" in v.message
 
 
 def test_semi_autonomous_construction_matches_the_flow_engine():
