@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from certified import __version__
-from certified.errors import CertifiedError, InputError
+from certified.errors import CertifiedError
 
 __all__ = ["main"]
 
@@ -45,27 +45,13 @@ def _build_parser() -> argparse.ArgumentParser:
     c.add_argument("files", nargs="+", metavar="FILE", help="certificate files")
 
     from certified.bench import SUITES
+    from certified.flow.command import add_arguments as add_flow_arguments
 
-    f = sub.add_parser(
-        "flow", help="certified enclosures of a schedule's flow map, with a certificate"
+    add_flow_arguments(
+        sub.add_parser(
+            "flow", help="certified enclosures of a schedule's flow map, with a certificate"
+        )
     )
-    f.add_argument("--schedule", type=Path, required=True, help="schedule JSON file")
-    start = f.add_mutually_exclusive_group(required=True)
-    start.add_argument("--points", type=Path, help="points: .json, .npz or .csv")
-    start.add_argument(
-        "--boxes",
-        type=Path,
-        help='boxes of initial conditions: .json {"lo": n×d, "hi": n×d} or .npz (ReLU)',
-    )
-    f.add_argument("--time", help="final time (version 1: the schedule's total time)")
-    f.add_argument(
-        "--prec",
-        type=int,
-        help="working precision in bits (ReLU: default 128; tanh/sigmoid: default 53, the "
-        "compiled float64 kernels; other values run the same method in arb)",
-    )
-    f.add_argument("--out", type=Path, required=True, help="certificate file to write")
-    f.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
     b = sub.add_parser("bench", help="benchmarks: ratios against float64 in the same run")
     b.add_argument("suite", choices=sorted(SUITES), help="which hot paths to measure")
@@ -112,85 +98,6 @@ def _demo(args: argparse.Namespace) -> int:
         if path is not None:
             print(f"summary written to {path}")
     return 0 if all_ok else 1
-
-
-def _flow(args: argparse.Namespace) -> int:
-    from certified._progress import Progress
-    from certified.arith.exact import fmpq_to_str, to_fmpq
-    from certified.certificates import command_json, print_json, write_if_accepted
-    from certified.flow.api import enclose_flow, flow_certificate_for
-    from certified.io import read_boxes, read_points
-    from certified.models import Schedule
-
-    t0 = time.perf_counter()
-    schedule = Schedule.from_json(args.schedule)
-    if args.boxes is not None:
-        from certified.arith import Interval
-        from certified.arith.exact import fmpq_array_to_float
-
-        lo, hi = read_boxes(args.boxes)
-        # outward to doubles: the certificate is about boxes containing the given ones
-        start = Interval(fmpq_array_to_float(lo, "down"), fmpq_array_to_float(hi, "up"))
-        n, d, source = lo.shape[0], lo.shape[1], args.boxes
-    else:
-        start = points = read_points(args.points)
-        n, d, source = points.shape[0], points.shape[1], args.points
-    if d != schedule.dimension:
-        raise InputError(
-            f"{source}: {'boxes' if args.boxes else 'points'} have {d} coordinates, the "
-            f"schedule's dimension is {schedule.dimension}"
-        )
-    if args.time is not None and to_fmpq(args.time, field="--time") != schedule.total_time:
-        raise InputError(
-            f"--time: version 1 certifies the whole schedule, T = {schedule.total_time}; "
-            "omit --time or give that value"
-        )
-    progress = Progress("flow")
-    # the region engine: its hints make a certificate (the vectorised one has no checker rule)
-    what = "boxes" if args.boxes is not None else "points"
-    with progress.stage(f"enclosing the flow of {n} {what}"):
-        result = enclose_flow(schedule, start, prec=args.prec, method="regions")
-    cert = flow_certificate_for(schedule, start, result)
-    verdict, path, message = "UNDECIDED", None, result.message
-    if cert is not None:
-        with progress.stage("writing the certificate, re-checked by the checker first"):
-            path, check = write_if_accepted(args.out, cert)
-        if check.verified:
-            verdict = "VERIFIED"
-        else:
-            message = f"the certificate was not accepted by the checker: {check.reason}"
-    elif result.status.value == "success":
-        message = (
-            "no checker rule covers boxes of tanh / sigmoid flows (points are covered)"
-            if args.boxes is not None and schedule.activation.value in ("tanh", "sigmoid")
-            else "no checker rule covers this schedule yet"
-        )
-    seconds = time.perf_counter() - t0
-    ok = result.status.value == "success"
-    enc = result.final
-    if args.json:
-        out = command_json("flow", verdict, path, seconds, message=message)
-        if ok:
-            out["enclosures"] = [
-                [
-                    [fmpq_to_str(to_fmpq(lo)), fmpq_to_str(to_fmpq(hi))]
-                    for lo, hi in zip(a, b, strict=True)
-                ]
-                for a, b in zip(enc.lo.tolist(), enc.hi.tolist(), strict=True)
-            ]
-            out["max_width"] = repr(result.max_width())
-        print_json(out)
-    else:
-        if ok:
-            print(
-                f"{n} {what}, T = {schedule.total_time}: max enclosure width "
-                f"{result.max_width():.3e}"
-            )
-        print(f"{verdict}" + (f": certificate written to {path}" if path else f": {message}"))
-    if verdict == "VERIFIED":
-        return 0
-    print(f"certified flow: {message}", file=sys.stderr)
-    return 1
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -241,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             return _demo(args)
         if args.command == "flow":
-            return _flow(args)
+            from certified.flow.command import run as run_flow
+
+            return run_flow(args)
         if args.command == "bench":
             return _bench(args)
         if args.command == "separate":

@@ -1,0 +1,120 @@
+"""``certified flow --schedule F (--points F | --boxes F) [--time T] [--prec BITS] --out CERT``.
+
+Verdicts: VERIFIED (the enclosures' certificate re-checked by the checker in memory, then
+written; exit 0), UNDECIDED (no certificate: the message says why; nothing written; exit 1).
+Bad input raises a ``CertifiedError`` (the CLI prints one line and exits 2), writing nothing.
+
+Only the standard library is imported at module level: the command registry imports this module
+to build the ``flow`` parser, and ``certified --help`` must stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of ``certified flow`` on ``parser``."""
+    parser.add_argument("--schedule", type=Path, required=True, help="schedule JSON file")
+    start = parser.add_mutually_exclusive_group(required=True)
+    start.add_argument("--points", type=Path, help="points: .json, .npz or .csv")
+    start.add_argument(
+        "--boxes",
+        type=Path,
+        help='boxes of initial conditions: .json {"lo": n×d, "hi": n×d} or .npz (ReLU)',
+    )
+    parser.add_argument("--time", help="final time (version 1: the schedule's total time)")
+    parser.add_argument(
+        "--prec",
+        type=int,
+        help="working precision in bits (ReLU: default 128; tanh/sigmoid: default 53, the "
+        "compiled float64 kernels; other values run the same method in arb)",
+    )
+    parser.add_argument("--out", type=Path, required=True, help="certificate file to write")
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``certified flow``; return the exit code (raises CertifiedError on bad input)."""
+    from certified._progress import Progress
+    from certified.arith.exact import fmpq_to_str, to_fmpq
+    from certified.certificates import command_json, print_json, write_if_accepted
+    from certified.errors import InputError
+    from certified.flow.api import enclose_flow, flow_certificate_for
+    from certified.io import read_boxes, read_points
+    from certified.models import Schedule
+
+    t0 = time.perf_counter()
+    schedule = Schedule.from_json(args.schedule)
+    if args.boxes is not None:
+        from certified.arith import Interval
+        from certified.arith.exact import fmpq_array_to_float
+
+        lo, hi = read_boxes(args.boxes)
+        # outward to doubles: the certificate is about boxes containing the given ones
+        start = Interval(fmpq_array_to_float(lo, "down"), fmpq_array_to_float(hi, "up"))
+        n, d, source = lo.shape[0], lo.shape[1], args.boxes
+    else:
+        start = points = read_points(args.points)
+        n, d, source = points.shape[0], points.shape[1], args.points
+    if d != schedule.dimension:
+        raise InputError(
+            f"{source}: {'boxes' if args.boxes else 'points'} have {d} coordinates, the "
+            f"schedule's dimension is {schedule.dimension}"
+        )
+    if args.time is not None and to_fmpq(args.time, field="--time") != schedule.total_time:
+        raise InputError(
+            f"--time: version 1 certifies the whole schedule, T = {schedule.total_time}; "
+            "omit --time or give that value"
+        )
+    progress = Progress("flow")
+    # the region engine: its hints make a certificate (the vectorised one has no checker rule)
+    what = "boxes" if args.boxes is not None else "points"
+    with progress.stage(f"enclosing the flow of {n} {what}"):
+        result = enclose_flow(schedule, start, prec=args.prec, method="regions")
+    cert = flow_certificate_for(schedule, start, result)
+    verdict, path, message = "UNDECIDED", None, result.message
+    if cert is not None:
+        with progress.stage("writing the certificate, re-checked by the checker first"):
+            path, check = write_if_accepted(args.out, cert)
+        if check.verified:
+            verdict = "VERIFIED"
+        else:
+            message = f"the certificate was not accepted by the checker: {check.reason}"
+    elif result.status.value == "success":
+        message = (
+            "no checker rule covers boxes of tanh / sigmoid flows (points are covered)"
+            if args.boxes is not None and schedule.activation.value in ("tanh", "sigmoid")
+            else "no checker rule covers this schedule yet"
+        )
+    seconds = time.perf_counter() - t0
+    ok = result.status.value == "success"
+    enc = result.final
+    if args.json:
+        out = command_json("flow", verdict, path, seconds, message=message)
+        if ok:
+            out["enclosures"] = [
+                [
+                    [fmpq_to_str(to_fmpq(lo)), fmpq_to_str(to_fmpq(hi))]
+                    for lo, hi in zip(a, b, strict=True)
+                ]
+                for a, b in zip(enc.lo.tolist(), enc.hi.tolist(), strict=True)
+            ]
+            out["max_width"] = repr(result.max_width())
+        print_json(out)
+    else:
+        if ok:
+            print(
+                f"{n} {what}, T = {schedule.total_time}: max enclosure width "
+                f"{result.max_width():.3e}"
+            )
+        print(f"{verdict}" + (f": certificate written to {path}" if path else f": {message}"))
+    if verdict == "VERIFIED":
+        return 0
+    print(f"certified flow: {message}", file=sys.stderr)
+    return 1
