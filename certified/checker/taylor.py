@@ -31,6 +31,7 @@ __all__ = [
     "OPERATIONS",
     "ExpressionField",
     "LohnerSet",
+    "Rejected",
     "ReplayError",
     "field_jets",
     "lohner_step",
