@@ -1,33 +1,72 @@
 """``certified demo``: the main job on embedded defaults.
 
 The demo exercises the rigorous arithmetic (enclosures re-checked independently in 256-bit
-ball arithmetic, by containment) and certified flows (a tanh schedule and a laminar ReLU
-schedule, whose certificates the independent checker re-verifies). Later releases add one
-theorem instance per family (interpolation, attention), certified and re-checked.
+ball arithmetic, by containment), then runs each family's demo step from the command registry
+(certified flows, separation, Wasserstein, attention Lipschitz, interpolation): one instance
+each, certified, and its certificate re-checked by the independent checker.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import tempfile
-from dataclasses import dataclass
+import time
 from pathlib import Path
 
-import numpy as np
+from certified.commands.records import DemoCheck
+from certified.commands.registry import demo_steps, load
 
-__all__ = ["DemoCheck", "run_demo"]
+__all__ = ["DemoCheck", "add_arguments", "arithmetic_checks", "run", "run_demo", "write_summary"]
 
 
-@dataclass(frozen=True)
-class DemoCheck:
-    """One demo step: what was enclosed, whether the independent re-check passed, and the
-    largest enclosure width."""
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of ``certified demo``."""
+    parser.add_argument("--out", type=Path, help="directory for the demo's output files")
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
-    name: str
-    passed: bool
-    max_width: float
-    detail: str
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``certified demo``; 0 if every step passed, 1 otherwise (nothing written then)."""
+    from certified import __version__
+    from certified._progress import Progress
+    from certified.certificates import command_json, print_json
+
+    t0 = time.perf_counter()
+    with Progress("demo").stage("building, certifying and re-checking each family"):
+        checks = run_demo()
+    all_ok = all(c.passed for c in checks)
+    path = write_summary(checks, args.out) if args.out is not None and all_ok else None
+    seconds = time.perf_counter() - t0
+    verdict = "VERIFIED" if all_ok else "REFUTED"
+    if args.json:
+        checks_json = [
+            {"name": c.name, "passed": c.passed, "max_width": repr(c.max_width)} for c in checks
+        ]
+        print_json(command_json("demo", verdict, path, seconds, checks=checks_json))
+    else:
+        print(f"certified {__version__} demo: rigorous arithmetic, re-checked in 256-bit arb")
+        for c in checks:
+            mark = "ok  " if c.passed else "FAIL"
+            print(f"  [{mark}] {c.name:40s} max width {c.max_width:.3e}  {c.detail}")
+        print(f"{verdict}: {sum(c.passed for c in checks)}/{len(checks)} checks in {seconds:.2f} s")
+        if path is not None:
+            print(f"summary written to {path}")
+    return 0 if all_ok else 1
+
+
+def run_demo() -> list[DemoCheck]:
+    """Run the demo steps of every registered command, in registry order.
+
+    Guarantee: a passed step means its enclosures contain the 256-bit references, or the
+    independent checker accepted its certificate.
+    """
+    checks: list[DemoCheck] = []
+    for ref in demo_steps():
+        out = load(ref)()
+        checks.extend([out] if isinstance(out, DemoCheck) else out)
+    return checks
 
 
 def _arb_inside(ball, lo: float, hi: float) -> bool:
@@ -38,11 +77,13 @@ def _arb_inside(ball, lo: float, hi: float) -> bool:
     return bool(ball.lower() >= arb(lo)) and bool(ball.upper() <= arb(hi))
 
 
-def run_demo() -> list[DemoCheck]:
-    """Run the demo steps and return their results.
+def arithmetic_checks() -> list[DemoCheck]:
+    """The demo's first steps: exact input, elementary functions, softmax and matrix products
+    of the vectorised interval arithmetic, each re-checked in 256-bit arb or exactly.
 
     Guarantee: a passed step means every sampled enclosure contains the 256-bit reference.
     """
+    import numpy as np
     from flint import arb, fmpq
 
     from certified.arith import Interval
@@ -110,67 +151,7 @@ def run_demo() -> list[DemoCheck]:
         hi = fmpq(*float(C.hi[i, j]).as_integer_ratio())
         ok &= lo <= exact <= hi
     checks.append(DemoCheck("matrix product 64x64 @ 64x300", ok, float(C.width_upper().max()), ""))
-    checks.extend(_flow_checks(rng))
-    from certified.moments.command import demo_check as separation_demo_check
-
-    checks.append(separation_demo_check())
-    checks.append(_wasserstein_check())
-    from certified.attention.command import demo_check as lipschitz_demo_check
-
-    checks.append(lipschitz_demo_check())
-    from certified.interpolation.certificate import demo_check as interpolation_demo_check
-
-    checks.append(interpolation_demo_check())
     return checks
-
-
-TANH_DEMO = {
-    "dimension": 2,
-    "activation": "tanh",
-    "pieces": [
-        {
-            "duration": "1/2",
-            "W": [[1, "-1/2"], ["1/3", 1]],
-            "A": [[1, 0], [0, 1]],
-            "b": [0, "1/10"],
-        },
-        {"duration": "1/4", "W": [[-1, 0], [0, 1]], "A": [[1, 1], [1, -1]], "b": ["1/5", 0]},
-    ],
-}
-LAMINAR_DEMO = {
-    "dimension": 2,
-    "activation": "relu",
-    "pieces": [
-        {"duration": "1/2", "W": [[0, 0], [1, -2]], "A": [[1, 0], [1, 0]], "b": ["1/2", "-1/4"]},
-        {"duration": "1/2", "W": [[3, -1], [0, 0]], "A": [[0, 1], [0, 1]], "b": [0, "1/3"]},
-    ],
-}
-CERTIFICATES: dict[str, dict] = {}
-
-
-def _flow_checks(rng: np.random.Generator) -> list[DemoCheck]:
-    """Certified flows of a tanh and a laminar ReLU schedule; their certificates are re-checked
-    by the independent checker (in memory; ``write_summary`` writes them with --out)."""
-    from certified.checker import check_certificate
-    from certified.flow.api import enclose_flow, flow_certificate_for
-    from certified.models import Schedule
-
-    exact_points = np.array([["1/3", "1/5"], ["-1", "2"], ["0", "0"]], dtype=object)
-    out = []
-    for name, file, spec, points in [
-        ("tanh flow, 20 points", "tanh_flow.json", TANH_DEMO, rng.uniform(-1, 1, (20, 2))),
-        ("laminar ReLU flow, exact", "laminar_flow.json", LAMINAR_DEMO, exact_points),
-    ]:
-        schedule = Schedule.from_json(spec)
-        res = enclose_flow(schedule, points)
-        cert = flow_certificate_for(schedule, points, res)
-        verdict = check_certificate(cert) if cert is not None else None
-        ok = verdict is not None and verdict.verified
-        if ok:
-            CERTIFICATES[file] = cert
-        detail = verdict.reason if verdict is not None else res.message
-        out.append(DemoCheck(f"{name} (certificate re-checked)", ok, res.max_width(), detail))
-    return out
 
 
 def write_summary(checks: list[DemoCheck], out_dir: Path) -> Path:
@@ -187,8 +168,9 @@ def write_summary(checks: list[DemoCheck], out_dir: Path) -> Path:
     }
     from certified.certificates import write_certificate
 
-    for name, cert in CERTIFICATES.items():
-        write_certificate(out_dir / name, cert)
+    for c in checks:
+        for name, cert in c.certificates.items():
+            write_certificate(out_dir / name, cert)
     fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".demo_summary.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as fh:
@@ -198,22 +180,3 @@ def write_summary(checks: list[DemoCheck], out_dir: Path) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
-
-
-def _wasserstein_check() -> DemoCheck:
-    """A certified W2 enclosure between two uniform clouds of 40 points in R^3, its certificate
-    re-checked by the independent checker (written as ``wasserstein.json`` with --out)."""
-    from certified.checker import check_certificate
-    from certified.transport import Measure, wasserstein, wasserstein_certificate
-
-    rng = np.random.default_rng(6)
-    mu = Measure(rng.standard_normal((40, 3)))
-    nu = Measure(rng.standard_normal((40, 3)) + 0.5)
-    e = wasserstein(mu, nu, 2)
-    cert = wasserstein_certificate(e)
-    verdict = check_certificate(cert)
-    if verdict.verified:
-        CERTIFICATES["wasserstein.json"] = cert
-    detail = f"W2 in [{float(e.lower):.15g}, {float(e.upper):.15g}]; {verdict.reason}"
-    name = "W2, 40 + 40 atoms (certificate re-checked)"
-    return DemoCheck(name, verdict.verified, float(e.gap), detail)

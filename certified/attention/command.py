@@ -17,35 +17,28 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_arguments", "run"]
 
 
-def add_parser(sub) -> None:
-    """Register the subcommand on the ``certified`` parser's subparsers."""
-    p = sub.add_parser(
-        "lipschitz",
-        help="three-valued checks of Lipschitz bounds (attention H1/H2/H3, neural-ODE flows)",
-        description="VERIFIED needs an upper bound on the left side below a lower bound on the "
-        "right side; REFUTED comes with a certified counterexample. H1/H2: at the instance X "
-        "(see proofs/lipschitz.md); H3: for the pair mu, nu; flow: all pairs of the points.",
-    )
-    p.add_argument("--instance", type=Path, required=True, help="instance JSON file")
-    p.add_argument("--hypothesis", required=True, choices=("H1", "H2", "H3", "flow"))
-    p.add_argument("--out", type=Path, required=True, help="certificate file to write")
-    p.add_argument("--prec", type=int, default=128, help="working precision in bits (128)")
-    p.add_argument(
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of ``certified lipschitz`` (name and help: the command registry)."""
+    parser.add_argument("--instance", type=Path, required=True, help="instance JSON file")
+    parser.add_argument("--hypothesis", required=True, choices=("H1", "H2", "H3", "flow"))
+    parser.add_argument("--out", type=Path, required=True, help="certificate file to write")
+    parser.add_argument("--prec", type=int, default=128, help="working precision in bits (128)")
+    parser.add_argument(
         "--domain",
         action="store_true",
         help="H1/H2: decide over all of (B_R)^n (n = rows of X) from an interval Jacobian; "
         "succeeds only for small |A| R^2; no certificate",
     )
-    p.add_argument(
+    parser.add_argument(
         "--search",
         action="store_true",
         help="H1/H2: also search (B_R)^n (n = rows of X) for a large local constant and report "
         "the largest certified lower bound on Lip(f) against H1 and H2",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
 def _verdict(args: argparse.Namespace):
@@ -174,14 +167,14 @@ def demo_check():
     from certified.attention.instance import parse_attention_instance
     from certified.attention.lipschitz import check_attention_hypothesis
     from certified.checker import check_certificate
-    from certified.demo import CERTIFICATES, DemoCheck
+    from certified.commands.records import DemoCheck
 
     v = check_attention_hypothesis(parse_attention_instance(H1_DEMO), "H1")
     check = check_certificate(v.certificate) if v.certificate is not None else None
     ok = v.verdict == "REFUTED" and check is not None and check.verified
-    if ok:
-        CERTIFICATES["lipschitz_h1_refutation.json"] = v.certificate
+    certificates = {"lipschitz_h1_refutation.json": v.certificate} if ok else {}
     detail = f"ratio >= {float(v.lhs_lower):.6g} > H1 bound 0; " + (
         check.reason if check is not None else v.message
     )
-    return DemoCheck("attention H1 refuted (certificate re-checked)", ok, 0.0, detail)
+    name = "attention H1 refuted (certificate re-checked)"
+    return DemoCheck(name, ok, 0.0, detail, certificates)

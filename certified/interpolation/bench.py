@@ -36,8 +36,8 @@ def bench_interpolation(quick: bool = False) -> list:
 
     Guarantee: none (timings); the verdicts inside are the library's.
     """
-    from certified.bench import Benchmark
     from certified.certificates import write_certificate
+    from certified.commands.records import Benchmark
     from certified.interpolation import (
         construct_interpolation,
         export_float64,

@@ -14,23 +14,16 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-__all__ = ["PTE_DEMO", "add_parser", "demo_check", "run"]
+__all__ = ["PTE_DEMO", "add_arguments", "demo_check", "run"]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Register the ``separate`` subcommand."""
-    s = sub.add_parser(
-        "separate",
-        help="certified separation witness of two discrete measures, with a certificate",
-        description="Find q and a coordinate k where G_mu(q)_k and G_nu(q)_k (G = grad log Z) "
-        "lie in disjoint certified intervals. VERIFIED writes the certificate (exit 0); "
-        "REFUTED (mu = nu exactly) and UNDECIDED write nothing (exit 1); bad input exits 2.",
-    )
-    s.add_argument("--mu", type=Path, required=True, help='measure JSON {"points", "weights"}')
-    s.add_argument("--nu", type=Path, required=True, help="second measure, same dimension")
-    s.add_argument("--out", type=Path, required=True, help="certificate file to write")
-    s.add_argument("--max-prec", type=int, default=4096, help="largest precision, bits")
-    s.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of ``certified separate`` (name and help: the command registry)."""
+    parser.add_argument("--mu", type=Path, required=True, help='measure JSON {"points", "weights"}')
+    parser.add_argument("--nu", type=Path, required=True, help="second measure, same dimension")
+    parser.add_argument("--out", type=Path, required=True, help="certificate file to write")
+    parser.add_argument("--max-prec", type=int, default=4096, help="largest precision, bits")
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -97,17 +90,17 @@ def demo_check():
     Guarantee: passed implies the checker accepted the separation certificate.
     """
     from certified.checker import check_certificate
-    from certified.demo import CERTIFICATES, DemoCheck
+    from certified.commands.records import DemoCheck
     from certified.moments.separation import separation_witness
 
     result = separation_witness((PTE_DEMO[0], None), (PTE_DEMO[1], None))
     verdict = check_certificate(result.certificate) if result.certificate else None
     ok = verdict is not None and verdict.verified
-    if ok:
-        CERTIFICATES["separation_pte.json"] = result.certificate
+    certificates = {"separation_pte.json": result.certificate} if ok else {}
     width = 0.0
     if result.witness is not None:
         (a, b), (c, d) = result.witness.mu_enclosure, result.witness.nu_enclosure
         width = float(max(b - a, d - c))
     detail = verdict.reason if verdict is not None else result.reason
-    return DemoCheck("PTE pair sharing 5 moments separated (re-checked)", ok, width, detail)
+    name = "PTE pair sharing 5 moments separated (re-checked)"
+    return DemoCheck(name, ok, width, detail, certificates)

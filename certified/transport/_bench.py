@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from certified.bench import Benchmark, _best
+from certified.commands.records import Benchmark
+from certified.commands.records import best_seconds as _best
 
 __all__ = ["bench_wasserstein"]
 

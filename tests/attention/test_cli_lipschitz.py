@@ -73,7 +73,7 @@ def test_h3_on_measures_writes_its_certificate(tmp_path, capsys):
 
 
 def test_flow_hypothesis(tmp_path, capsys):
-    from certified.demo import LAMINAR_DEMO
+    from certified.flow.examples import LAMINAR_DEMO
 
     inst = {"schedule": LAMINAR_DEMO, "X": [[0, 0], ["1/2", "1/3"], [-1, 1]]}
     rc, out, cap = _run(tmp_path, inst, "flow", capsys, "--json")

@@ -182,7 +182,7 @@ def test_h3_identical_measures_undecided():
 
 
 def test_flow_check_verifies_gronwall_on_demo_schedules():
-    from certified.demo import LAMINAR_DEMO, TANH_DEMO
+    from certified.flow.examples import LAMINAR_DEMO, TANH_DEMO
 
     for spec in (TANH_DEMO, LAMINAR_DEMO):
         schedule, X = parse_flow_instance(

@@ -137,9 +137,8 @@ def test_missing_file_and_bad_max_prec_exit_2(tmp_path, pte_files, capsys):
 
 
 def test_demo_step_separates_the_pte_pair():
-    from certified.demo import CERTIFICATES
     from certified.moments.command import demo_check
 
     check = demo_check()
     assert check.passed and "rule separation" in check.detail
-    assert CERTIFICATES["separation_pte.json"]["kind"] == "separation"
+    assert check.certificates["separation_pte.json"]["kind"] == "separation"

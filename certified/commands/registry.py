@@ -1,0 +1,145 @@
+"""The registry of ``certified`` commands, read by ``cli``, ``demo`` and ``bench``.
+
+Each theorem family registers one :class:`CommandRecord`: the subcommand's name and help, the
+module that defines ``add_arguments(parser)`` and ``run(args) -> exit code``, and optionally a
+demo step (returning :class:`~certified.commands.records.DemoCheck` records) and benchmark
+suites (returning :class:`~certified.commands.records.Benchmark` records). Functions are named
+by ``"module:attribute"`` strings and imported only when used, so that ``certified --help`` and
+``certified check`` import no family (no numpy, no numba), and the import direction is always
+registry -> family, never family -> ``cli`` / ``demo`` / ``bench``.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "COMMANDS",
+    "CommandRecord",
+    "bench_suites",
+    "command",
+    "demo_steps",
+    "load",
+]
+
+
+def load(ref: str) -> Callable[..., Any]:
+    """The object named by ``"package.module:attribute"`` (imports the module)."""
+    module, _, attribute = ref.partition(":")
+    if not attribute:
+        raise ValueError(f"{ref!r}: expected 'module:attribute'")
+    return getattr(importlib.import_module(module), attribute)
+
+
+@dataclass(frozen=True)
+class CommandRecord:
+    """One subcommand of ``certified``.
+
+    ``module`` defines ``add_arguments(parser)`` and ``run(args) -> int``. ``demo`` names a
+    function of no arguments returning a ``DemoCheck`` or a list of them; ``bench`` pairs a
+    suite name with a function ``(quick: bool) -> list[Benchmark]``."""
+
+    name: str
+    help: str
+    module: str
+    description: str | None = None
+    demo: str | None = None
+    bench: tuple[tuple[str, str], ...] = ()
+
+    def add_arguments(self, parser) -> None:
+        load(f"{self.module}:add_arguments")(parser)
+
+    def run(self, args) -> int:
+        return load(f"{self.module}:run")(args)
+
+
+# Order: ``certified --help`` lists the commands, and ``certified demo`` runs the steps, in it.
+COMMANDS: tuple[CommandRecord, ...] = (
+    CommandRecord(
+        "demo",
+        "run the main job on embedded defaults and re-check it",
+        "certified.demo",
+        demo="certified.demo:arithmetic_checks",
+    ),
+    CommandRecord(
+        "check",
+        "re-check certificate files with the independent checker",
+        "certified.commands.check",
+        description="One line per file: 'VERIFIED <kind> <file>' or 'REJECTED <file>: <reason>'. "
+        "Exit 0 all verified, 1 some rejected, 2 usage or I/O error.",
+    ),
+    CommandRecord(
+        "flow",
+        "certified enclosures of a schedule's flow map, with a certificate",
+        "certified.flow.command",
+        demo="certified.flow.examples:demo_checks",
+        bench=(("flow", "certified.flow.bench:bench_flow"),),
+    ),
+    CommandRecord(
+        "bench",
+        "benchmarks: ratios against float64 in the same run",
+        "certified.bench",
+        bench=(("arith", "certified.bench:bench_arith"),),
+    ),
+    CommandRecord(
+        "separate",
+        "certified separation witness of two discrete measures, with a certificate",
+        "certified.moments.command",
+        description="Find q and a coordinate k where G_mu(q)_k and G_nu(q)_k (G = grad log Z) "
+        "lie in disjoint certified intervals. VERIFIED writes the certificate (exit 0); "
+        "REFUTED (mu = nu exactly) and UNDECIDED write nothing (exit 1); bad input exits 2.",
+        demo="certified.moments.command:demo_check",
+    ),
+    CommandRecord(
+        "wasserstein",
+        "certified two-sided bounds on W_q between two discrete measures, with a certificate",
+        "certified.transport.command",
+        demo="certified.transport.command:demo_check",
+        bench=(("wasserstein", "certified.transport._bench:bench_wasserstein"),),
+    ),
+    CommandRecord(
+        "lipschitz",
+        "three-valued checks of Lipschitz bounds (attention H1/H2/H3, neural-ODE flows)",
+        "certified.attention.command",
+        description="VERIFIED needs an upper bound on the left side below a lower bound on the "
+        "right side; REFUTED comes with a certified counterexample. H1/H2: at the instance X "
+        "(see proofs/lipschitz.md); H3: for the pair mu, nu; flow: all pairs of the points.",
+        demo="certified.attention.command:demo_check",
+    ),
+    CommandRecord(
+        "interpolate",
+        "exact interpolation of point pairs by a ReLU neural ODE, with a certificate",
+        "certified.interpolation.command",
+        demo="certified.interpolation.command:demo_check",
+        bench=(("interpolation", "certified.interpolation.bench:bench_interpolation"),),
+    ),
+)
+
+
+def command(name: str) -> CommandRecord:
+    """The record of subcommand ``name`` (KeyError if there is none)."""
+    for record in COMMANDS:
+        if record.name == name:
+            return record
+    raise KeyError(name)
+
+
+def demo_steps() -> list[str]:
+    """The demo steps, in the order ``certified demo`` runs them."""
+    return [r.demo for r in COMMANDS if r.demo is not None]
+
+
+def bench_suites() -> dict[str, str]:
+    """Benchmark suite name -> the function that runs it."""
+    suites: dict[str, str] = {}
+    for record in COMMANDS:
+        for name, ref in record.bench:
+            if name in suites:
+                raise ValueError(f"benchmark suite {name!r} registered twice")
+            suites[name] = ref
+    return suites
