@@ -113,3 +113,38 @@ def test_help_imports_no_family():
 def test_a_command_imports_its_family_only_when_chosen():
     assert any(m.startswith("certified.flow") for m in _loaded("flow", "--help"))
     assert not any(m.startswith("certified.flow") for m in _loaded("separate", "--help"))
+
+
+_CHECK_PROBE = """
+import json, sys
+from certified.cli import main
+status = main(["check", *sys.argv[1:]])
+print(json.dumps({"status": status, "modules": sorted(sys.modules)}))
+"""
+_PRODUCERS = ("certified.flow", "certified.interpolation", "numpy", "numba")
+
+
+def test_check_imports_only_the_checker(tmp_path):
+    golden = Path(__file__).parent / "checker" / "golden_lipschitz_h1_refutation.json"
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"kind": "flow"}')
+    r = subprocess.run(
+        [sys.executable, "-c", _CHECK_PROBE, str(golden), str(broken), str(tmp_path / "none")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = r.stdout.strip().splitlines()
+    assert lines[0].startswith("VERIFIED lipschitz ") and lines[1].startswith("REJECTED ")
+    assert lines[2].startswith("REJECTED ") and "I/O error" in lines[2]
+    out = json.loads(lines[-1])
+    assert out["status"] == 2
+    loaded = [m for m in out["modules"] if m.startswith(_PRODUCERS)]
+    assert not loaded, f"certified check imported producers: {loaded[:8]}"
+    family = [
+        m
+        for m in out["modules"]
+        if m.startswith("certified.")
+        and not m.startswith(("certified.checker", "certified.commands"))
+    ]
+    assert family == ["certified.cli", "certified.errors"], family
