@@ -135,11 +135,109 @@ def log1p_total_error() -> arb:
     return e / (1 - e)
 
 
+# --- sin and cos (sincos) ---------------------------------------------------------------
+
+PIO2_1 = arb(float.fromhex("0x1.921fb54400000p+0"))
+PIO2_2 = arb(float.fromhex("0x1.0b4611a600000p-34"))
+PIO2_3 = arb(float.fromhex("0x1.3198a2e037073p-69"))
+INV_PIO2 = arb(0.6366197723675814)
+SINCOS_ARG_MAX = 2**20
+SINCOS_KMAX = 667544  # |k| bound for |x| <= 2^20
+RHO_S = arb("0.7854")  # |r| bound after reduction
+SINCOS_TERMS = 9  # i = 0..8 in both polynomials
+SINCOS_ETA_TERMS = 8  # underflow: at most 8 eta absolute in either polynomial
+A_SINCOS = arb(2) ** -119  # absolute allowance per unit |k|
+B_SINCOS = arb(2) ** -1070  # 16 eta
+SINCOS_DELTA = arb(2) ** -51  # bound on |r_hat - r*| used by the extremum test
+
+
+def pio2_split_error() -> arb:
+    """|pi/2 - PIO2_1 - PIO2_2 - PIO2_3| (sincos)."""
+    return abs(arb.pi() / 2 - PIO2_1 - PIO2_2 - PIO2_3)
+
+
+def sincos_reduced_argument_bound() -> arb:
+    """Upper bound of |r*| = |x - k pi/2| for k = rint(fl(x * INV_PIO2)), |x| <= 2^20."""
+    v_err = SINCOS_ARG_MAX * (abs(INV_PIO2 - 2 / arb.pi()) + U * INV_PIO2)  # |fl(xI) - 2x/pi|
+    return arb.pi() / 2 * (arb("0.5") + v_err)
+
+
+def sincos_alpha() -> arb:
+    """alpha: |r_hat - r*| <= gamma_2 |r*| + |k| alpha (sincos)."""
+    return (pio2_split_error() * (1 + U) + 2 * U * PIO2_3) * (1 + U)
+
+
+def sincos_reduction_error() -> arb:
+    """Bound on |r_hat - r*| for every |x| <= 2^20 (the extremum test's SINCOS_DELTA)."""
+    return gamma(2) * RHO_S + SINCOS_KMAX * sincos_alpha()
+
+
+def _sincos_core(odd: bool) -> arb:
+    """Absolute error, excluding underflow, of the Horner value P_hat(t_hat) against the
+    series P(t) (P = sin(r)/r or cos r, t = r^2 <= RHO_S^2): truncation, coefficient rounding,
+    Horner rounding (gamma_{2i+1}) and the rounding of t."""
+    tau = RHO_S**2 * (1 + U)  # bound of t_hat
+    n = SINCOS_TERMS
+    fact = (lambda i: factorial(2 * i + 1)) if odd else (lambda i: factorial(2 * i))
+    trunc = tau**n / fact(n)  # alternating series with decreasing terms
+    first_inexact = 1 if odd else 2  # 1, -1/6 (inexact); 1, -1/2 (exact), 1/24 (inexact)
+    coef = sum(U * tau**i / fact(i) for i in range(first_inexact, n))
+    horner = sum(gamma(2 * i + 1) * (1 + U) * tau**i / fact(i) for i in range(n))
+    slope = sum(i * tau ** (i - 1) / fact(i) for i in range(1, n + 4))  # >= max |P'| on [0, tau]
+    slope += tau ** (n + 3) / fact(n + 3)  # the rest of the (alternating, decreasing) slope series
+    return trunc + coef + horner + slope * U * tau
+
+
+def sin_core_error() -> arb:
+    """Relative error of fl(r * S_hat(t_hat)) vs sin r for |r| <= RHO_S (no underflow)."""
+    m_s = RHO_S.sin() / RHO_S  # min of sin(r)/r on [0, RHO_S]
+    return _sincos_core(True) * (1 + U) / m_s + U
+
+
+def cos_core_error() -> arb:
+    """Relative error of C_hat(t_hat) vs cos r for |r| <= RHO_S (no underflow)."""
+    return _sincos_core(False) / RHO_S.cos()
+
+
+def sincos_total_error() -> arb:
+    """epsilon' of the widening (relative to |y|) for sin and cos (sincos)."""
+    m_s = RHO_S.sin() / RHO_S
+    es = sin_core_error()
+    eps_sin = es + (1 + es) * gamma(2) / m_s  # the branch computing +-sin(r_hat)
+    ec = cos_core_error()
+    delta = sincos_reduction_error() * RHO_S.sin()  # |cos r_hat - cos r*|
+    eps_cos = ec + (1 + ec) * delta / RHO_S.cos()
+    eps = max_arb(eps_sin, eps_cos)
+    return eps / (1 - eps)
+
+
+def check_sincos() -> None:
+    """The side conditions of bounds.md#sincos."""
+    rho_star = sincos_reduced_argument_bound()
+    assert rho_star * (1 + gamma(2)) + SINCOS_KMAX * sincos_alpha() < RHO_S, "sincos range"
+    kmax = SINCOS_ARG_MAX * INV_PIO2 * (1 + U) + arb("0.5")
+    assert kmax < SINCOS_KMAX + 1 and SINCOS_KMAX < 2**20, "sincos |k| bound"
+    # Sterbenz for x - k PIO2_1 (k >= 1): kP1/2 <= (k - 1/2)/(I(1+u)) and
+    # (k + 1/2)/(I(1-u)) <= 2 k P1, whose worst case is k = 1
+    assert PIO2_1 * INV_PIO2 * (1 + U) < 1, "sincos Sterbenz (lower)"
+    assert 2 * PIO2_1 * INV_PIO2 * (1 - U) > arb("1.5"), "sincos Sterbenz (upper)"
+    assert pio2_split_error() < arb("1.1e-37")
+    assert sincos_reduction_error() < SINCOS_DELTA, "sincos extremum test"
+    eps = sincos_total_error()
+    eps_f = eps / (1 + eps)
+    # absolute allowances: A (1-u)^3 >= (1 + eps_f) alpha / (1 - eps_f) and
+    # (B (1-u) - eta/2)(1-u) >= 8 eta / (1 - eps_f)
+    assert A_SINCOS * (1 - U) ** 3 > (1 + eps_f) * sincos_alpha() / (1 - eps_f), "sincos A"
+    lhs = (B_SINCOS * (1 - U) - ETA / 2) * (1 - U)
+    assert lhs > SINCOS_ETA_TERMS * ETA / (1 - eps_f), "sincos B"
+
+
 ALLOWANCES = {
     "exp": (exp_total_error, 2.0**-50),
     "expm1": (expm1_total_error, 2.0**-49),
     "log": (log_total_error, 2.0**-49),
     "log1p": (log1p_total_error, 2.0**-50),
+    "sincos": (sincos_total_error, 2.0**-50),
 }
 
 
@@ -152,6 +250,7 @@ def check_all() -> dict[str, tuple[float, float]]:
         out = {}
         assert reduced_argument_bound() < RHO - reduction_error(), "reduction range"
         assert ln2_split_error() < arb("1.2e-26")
+        check_sincos()
         for name, (f, allowance) in ALLOWANCES.items():
             eps = f()
             limit = arb(allowance) * (1 - U) ** 2

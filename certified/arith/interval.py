@@ -42,6 +42,8 @@ __all__ = [
     "log",
     "log1p",
     "tanh",
+    "sin",
+    "cos",
     "sigmoid",
     "softplus",
     "absolute",
@@ -482,6 +484,20 @@ def log1p(x: Any) -> Interval:
 def tanh(x: Any) -> Interval:
     """Hyperbolic tangent. Guarantee: encloses."""
     return _unary("tanh", x)
+
+
+def sin(x: Any) -> Interval:
+    """Sine: the range over each interval, by a Taylor kernel after a Cody-Waite reduction
+    modulo pi/2 (proofs/bounds.md#sincos); ``[-1, 1]`` where an endpoint exceeds ``2**20`` in
+    magnitude or the interval is wider than 2 pi.
+
+    Guarantee: encloses."""
+    return _unary("sin", x)
+
+
+def cos(x: Any) -> Interval:
+    """Cosine, as :func:`sin` (proofs/bounds.md#sincos). Guarantee: encloses."""
+    return _unary("cos", x)
 
 
 def sigmoid(x: Any) -> Interval:
