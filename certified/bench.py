@@ -13,6 +13,7 @@ import time
 
 from certified.commands.records import Benchmark, compare
 from certified.commands.registry import bench_suites, load
+from certified.verdict import Outcome
 
 __all__ = ["Benchmark", "add_arguments", "bench_arith", "run", "run_suite", "suite_names"]
 
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(
             command_json(
                 "bench",
-                "VERIFIED",
+                Outcome.VERIFIED,
                 None,
                 seconds,
                 suite=args.suite,

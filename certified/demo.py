@@ -17,6 +17,7 @@ from pathlib import Path
 
 from certified.commands.records import DemoCheck
 from certified.commands.registry import demo_steps, load
+from certified.verdict import Outcome
 
 __all__ = ["DemoCheck", "add_arguments", "arithmetic_checks", "run", "run_demo", "write_summary"]
 
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     all_ok = all(c.passed for c in checks)
     path = write_summary(checks, args.out) if args.out is not None and all_ok else None
     seconds = time.perf_counter() - t0
-    verdict = "VERIFIED" if all_ok else "REFUTED"
+    verdict = Outcome.VERIFIED if all_ok else Outcome.REFUTED
     if args.json:
         checks_json = [
             {"name": c.name, "passed": c.passed, "max_width": repr(c.max_width)} for c in checks

@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from certified.verdict import Outcome
+
 __all__ = ["add_arguments", "run"]
 
 
@@ -105,10 +107,10 @@ def run(args: argparse.Namespace) -> int:
         with progress.stage("searching for certified lower bounds"):
             search = _search(args)
     verdict, message, path = v.verdict, v.message, None
-    if verdict != "UNDECIDED" and v.certificate is not None:
+    if verdict.decided and v.certificate is not None:
         path, check = write_if_accepted(args.out, v.certificate)
         if not check.verified:
-            verdict = "UNDECIDED"
+            verdict = Outcome.UNDECIDED
             message = f"the checker did not accept the certificate: {check.reason}"
     seconds = time.perf_counter() - t0
     s = lambda q: None if q is None else fmpq_to_str(q)  # noqa: E731
@@ -124,8 +126,8 @@ def run(args: argparse.Namespace) -> int:
             rhs_lower=s(v.rhs_lower),
             rhs_upper=s(v.rhs_upper),
             bound=s(v.rhs_upper),
-            counterexample=verdict == "REFUTED",
-            statement=v.statement if verdict != "UNDECIDED" else "",
+            counterexample=verdict is Outcome.REFUTED,
+            statement=v.statement if verdict.decided else "",
             message=message,
         )
         if search is not None:
@@ -133,17 +135,17 @@ def run(args: argparse.Namespace) -> int:
         print_json(out)
     else:
         print(f"{v.hypothesis}: {verdict}: {message}")
-        if verdict != "UNDECIDED":
+        if verdict.decided:
             print(f"  asserts: {v.statement}")
         if path is not None:
             print(f"  certificate written to {path}")
-        elif verdict != "UNDECIDED":
+        elif verdict.decided:
             print("  no certificate kind covers this hypothesis in version 1; nothing written")
         if search is not None:
             ratios = ", ".join(f"{h} >= {r}" for h, r in search["ratio_lower"].items())
             lower = float(to_fmpq(search["lower"]))
             print(f"  search: certified Lip(f) >= {lower:.6g} (fraction of each bound: {ratios})")
-    if verdict == "UNDECIDED":
+    if verdict is Outcome.UNDECIDED:
         print(f"certified lipschitz: {message}", file=sys.stderr)
         return 1
     return 0
@@ -171,7 +173,7 @@ def demo_check():
 
     v = check_attention_hypothesis(parse_attention_instance(H1_DEMO), "H1")
     check = check_certificate(v.certificate) if v.certificate is not None else None
-    ok = v.verdict == "REFUTED" and check is not None and check.verified
+    ok = v.verdict is Outcome.REFUTED and check is not None and check.verified
     certificates = {"lipschitz_h1_refutation.json": v.certificate} if ok else {}
     detail = f"ratio >= {float(v.lhs_lower):.6g} > H1 bound 0; " + (
         check.reason if check is not None else v.message

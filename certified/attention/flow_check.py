@@ -25,6 +25,7 @@ from certified.arith.exact import to_fmpq, to_fmpq_array
 from certified.attention.lipschitz import LipschitzVerdict
 from certified.errors import InputError
 from certified.io import check_keys
+from certified.verdict import Outcome
 
 __all__ = ["check_flow_gronwall", "gronwall_bounds", "parse_flow_instance"]
 
@@ -103,7 +104,7 @@ def check_flow_gronwall(schedule: Any, X: Any, *, prec: int = 128) -> LipschitzV
     if result.status.value != "success":
         return LipschitzVerdict(
             "flow",
-            "UNDECIDED",
+            Outcome.UNDECIDED,
             None,
             None,
             g_lo,
@@ -128,7 +129,7 @@ def check_flow_gronwall(schedule: Any, X: Any, *, prec: int = 128) -> LipschitzV
         i, j = next((r[2], r[3]) for r in ratios if r[0] == best_lo)
         return LipschitzVerdict(
             "flow",
-            "REFUTED",
+            Outcome.REFUTED,
             best_lo,
             worst_up,
             g_lo,
@@ -142,7 +143,7 @@ def check_flow_gronwall(schedule: Any, X: Any, *, prec: int = 128) -> LipschitzV
     if worst_up <= g_lo:
         return LipschitzVerdict(
             "flow",
-            "VERIFIED",
+            Outcome.VERIFIED,
             best_lo,
             worst_up,
             g_lo,
@@ -156,7 +157,7 @@ def check_flow_gronwall(schedule: Any, X: Any, *, prec: int = 128) -> LipschitzV
         )
     return LipschitzVerdict(
         "flow",
-        "UNDECIDED",
+        Outcome.UNDECIDED,
         best_lo,
         worst_up,
         g_lo,

@@ -30,6 +30,7 @@ from certified.attention.instance import AttentionInstance
 from certified.attention.maps import attention_jacobian, attention_map, to_numpy_mid
 from certified.attention.norms import exact_norm_upper, spectral_norm_upper
 from certified.errors import CertifiedError, InputError
+from certified.verdict import Outcome
 
 __all__ = [
     "HYPOTHESES",
@@ -55,7 +56,8 @@ class LipschitzVerdict:
     Attributes
     ----------
     hypothesis : str
-    verdict : {"VERIFIED", "REFUTED", "UNDECIDED"}
+    verdict : Outcome
+        VERIFIED, REFUTED or UNDECIDED (equal to its contract string).
     lhs_lower, lhs_upper : fmpq or None
         Certified bounds on the left side (REFUTED: the ratio of the counterexample pair;
         VERIFIED: ‖Df(X)‖₂ at the instance X).
@@ -74,7 +76,7 @@ class LipschitzVerdict:
     """
 
     hypothesis: str
-    verdict: str
+    verdict: Outcome
     lhs_lower: flint.fmpq | None
     lhs_upper: flint.fmpq | None
     rhs_lower: flint.fmpq | None
@@ -84,6 +86,10 @@ class LipschitzVerdict:
     certificate: dict[str, Any] | None = None
     message: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # producers may pass the contract string: normalised (and validated) here
+        object.__setattr__(self, "verdict", Outcome(self.verdict))
 
 
 def _scaled(q: flint.fmpq, bits: int) -> tuple[flint.fmpq, int]:
@@ -271,12 +277,12 @@ def check_attention_hypothesis(
         }
         return LipschitzVerdict(
             hypothesis,
-            "REFUTED",
+            Outcome.REFUTED,
             lhs,
             None,
             rhs_lo,
             rhs,
-            _statement(hypothesis, "REFUTED", n),
+            _statement(hypothesis, Outcome.REFUTED, n),
             counterexample=pair,
             certificate=_certificate(inst, claim, hints),
             message=f"certified ratio >= {float(lhs):.6g} > {float(rhs):.6g} >= right-hand side",
@@ -298,12 +304,12 @@ def check_attention_hypothesis(
             }
             return LipschitzVerdict(
                 hypothesis,
-                "VERIFIED",
+                Outcome.VERIFIED,
                 lower_found,
                 lhs,
                 rhs,
                 rhs_hi,
-                _statement(hypothesis, "VERIFIED", n),
+                _statement(hypothesis, Outcome.VERIFIED, n),
                 # lhs_upper = 0 (V = 0) cannot be certified by a strict positive-definiteness test
                 certificate=_certificate(inst, claim, hints) if lhs > 0 else None,
                 message=f"‖Df(X)‖₂ <= {float(lhs):.6g} <= {float(rhs):.6g} <= right-hand side",
@@ -311,7 +317,7 @@ def check_attention_hypothesis(
             )
     return LipschitzVerdict(
         hypothesis,
-        "UNDECIDED",
+        Outcome.UNDECIDED,
         lower_found,
         up,
         rhs_lo,
@@ -323,8 +329,8 @@ def check_attention_hypothesis(
     )
 
 
-def _statement(hypothesis: str, verdict: str, n: int) -> str:
-    if verdict == "REFUTED":
+def _statement(hypothesis: str, verdict: Outcome, n: int) -> str:
+    if verdict is Outcome.REFUTED:
         return (
             f"{hypothesis} is false for these Q, K, V, R and n = {n}: the certified pair X, X' "
             "in (B_R)^n has ‖f(X) − f(X')‖_F / ‖X − X'‖_F >= lhs_lower > rhs_upper >= RHS"
@@ -402,7 +408,7 @@ def check_on_domain(
     if up is not None and up <= rhs_lo:
         return LipschitzVerdict(
             hypothesis,
-            "VERIFIED",
+            Outcome.VERIFIED,
             None,
             up,
             rhs_lo,
@@ -413,7 +419,7 @@ def check_on_domain(
     shown = "not finite" if up is None else f"{float(up):.6g}"
     return LipschitzVerdict(
         hypothesis,
-        "UNDECIDED",
+        Outcome.UNDECIDED,
         None,
         up,
         rhs_lo,

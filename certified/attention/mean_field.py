@@ -35,6 +35,7 @@ from certified.attention.lipschitz import (
 )
 from certified.attention.maps import attention_measure_map
 from certified.errors import InputError
+from certified.verdict import Outcome
 
 __all__ = ["check_h3", "pushforward_w2_bounds"]
 
@@ -221,7 +222,7 @@ def check_h3(inst: AttentionInstance, *, prec: int = 128) -> LipschitzVerdict:
     if _as_dict(inst.mu) == _as_dict(inst.nu):
         return LipschitzVerdict(
             "H3",
-            "UNDECIDED",
+            Outcome.UNDECIDED,
             None,
             None,
             rhs_lo,
@@ -239,7 +240,7 @@ def check_h3(inst: AttentionInstance, *, prec: int = 128) -> LipschitzVerdict:
             claim = {"hypothesis": "H3", "verdict": "REFUTED", "lhs_lower": lhs, "rhs_upper": rhs}
             return LipschitzVerdict(
                 "H3",
-                "REFUTED",
+                Outcome.REFUTED,
                 lhs,
                 lhs_hi,
                 rhs_lo,
@@ -259,7 +260,7 @@ def check_h3(inst: AttentionInstance, *, prec: int = 128) -> LipschitzVerdict:
             claim = {"hypothesis": "H3", "verdict": "VERIFIED", "lhs_upper": lhs, "rhs_lower": rhs}
             return LipschitzVerdict(
                 "H3",
-                "VERIFIED",
+                Outcome.VERIFIED,
                 lhs_lo,
                 lhs,
                 rhs,
@@ -272,7 +273,7 @@ def check_h3(inst: AttentionInstance, *, prec: int = 128) -> LipschitzVerdict:
             )
     return LipschitzVerdict(
         "H3",
-        "UNDECIDED",
+        Outcome.UNDECIDED,
         lhs_lo,
         lhs_hi,
         rhs_lo,

@@ -16,6 +16,7 @@ from typing import Any
 
 from certified.certificates.flow import exact_number, flow_certificate, laminar_flow_exact
 from certified.errors import InputError
+from certified.verdict import Outcome
 
 __all__ = [
     "command_json",
@@ -143,14 +144,19 @@ def write_if_accepted(
 
 
 def command_json(
-    command: str, verdict: str, path: str | os.PathLike[str] | None, seconds: float, **fields: Any
+    command: str,
+    verdict: Outcome | str,
+    path: str | os.PathLike[str] | None,
+    seconds: float,
+    **fields: Any,
 ) -> dict[str, Any]:
     """The JSON object a command prints with ``--json``: the keys every command shares
     (``command``, ``verdict``, ``certificate``, ``seconds``; the CLI contract of design.md), then
-    the command's own ``fields``, in order."""
+    the command's own ``fields``, in order. ``verdict`` is an :class:`Outcome` or its string
+    (anything else is a ValueError); the JSON holds the contract string."""
     return {
         "command": command,
-        "verdict": verdict,
+        "verdict": Outcome(verdict).value,
         "certificate": None if path is None else str(path),
         "seconds": seconds,
         **fields,

@@ -52,6 +52,7 @@ from certified.interpolation._variant_common import (
     require_dimension_two,
 )
 from certified.models import Activation, Piece, Schedule
+from certified.verdict import Outcome
 
 __all__ = [
     "Classification",
@@ -82,7 +83,7 @@ class ClassificationVerdict:
 
     Attributes
     ----------
-    verdict : {"VERIFIED", "REFUTED", "UNDECIDED"}
+    verdict : Outcome
     exact : bool
         The images were computed exactly (laminar ReLU schedule).
     margin : flint.fmpq or None
@@ -99,13 +100,17 @@ class ClassificationVerdict:
     means the point ``counterexample`` violates it.
     """
 
-    verdict: str
+    verdict: Outcome
     exact: bool
     margin: flint.fmpq | None
     counterexample: int | None
     switches: int
     formula_switches: int
     message: str = ""
+
+    def __post_init__(self) -> None:
+        # producers may pass the contract string: normalised (and validated) here
+        object.__setattr__(self, "verdict", Outcome(self.verdict))
 
 
 @dataclass(frozen=True)
@@ -265,8 +270,8 @@ def construct_classification(
     --------
     >>> from certified.interpolation.classification import construct_classification
     >>> c = construct_classification([[0, 0], [1, 0], [0, 1]], [1, 0, 0])
-    >>> c.verdict.verdict, c.switches
-    ('VERIFIED', 2)
+    >>> print(c.verdict.verdict, c.switches)
+    VERIFIED 2
 
     Guarantee: exact (the returned verdict recomputes Φ_T exactly from the schedule).
     """
@@ -406,9 +411,9 @@ def verify_classification(
         margins = [sign[n] * (Z[n][j] - 1) for n in range(N)]
         k = min(range(N), key=lambda n: margins[n])
         if margins[k] > 0:
-            return ClassificationVerdict("VERIFIED", True, margins[k], None, L, formula)
+            return ClassificationVerdict(Outcome.VERIFIED, True, margins[k], None, L, formula)
         return ClassificationVerdict(
-            "REFUTED",
+            Outcome.REFUTED,
             True,
             margins[k],
             k,
@@ -421,7 +426,7 @@ def verify_classification(
 
     res = enclose_flow(schedule, Xq, prec=prec)
     if res.status is not FlowStatus.SUCCESS:
-        return ClassificationVerdict("UNDECIDED", False, None, None, L, formula, res.message)
+        return ClassificationVerdict(Outcome.UNDECIDED, False, None, None, L, formula, res.message)
     lo, hi = res.final.lo[:, j], res.final.hi[:, j]
 
     def exact(v: float) -> flint.fmpq:
@@ -430,9 +435,9 @@ def verify_classification(
     # the enclosure ends are doubles, compared exactly: margin is a certified lower bound
     margin = min((exact(lo[n]) - 1) if sign[n] > 0 else (1 - exact(hi[n])) for n in range(N))
     if margin > 0:
-        return ClassificationVerdict("VERIFIED", False, margin, None, L, formula)
+        return ClassificationVerdict(Outcome.VERIFIED, False, margin, None, L, formula)
     return ClassificationVerdict(
-        "UNDECIDED",
+        Outcome.UNDECIDED,
         False,
         margin,
         None,
@@ -471,7 +476,7 @@ def check_classification_certificate(
     verdict = check_certificate(cert)
     if not verdict.verified or verdict.kind != "flow" or "images" not in cert["claim"]:
         reason = verdict.reason if not verdict.verified else "not a flow certificate of images"
-        return ClassificationVerdict("UNDECIDED", False, None, None, 0, 0, reason)
+        return ClassificationVerdict(Outcome.UNDECIDED, False, None, None, 0, 0, reason)
     images = np.array(
         [[to_fmpq(v, "claim.images") for v in row] for row in cert["claim"]["images"]],
         dtype=object,
@@ -484,8 +489,10 @@ def check_classification_certificate(
     margins = [(1 if lab[n] == 1 else -1) * (images[n][j] - 1) for n in range(N)]
     k = min(range(N), key=lambda n: margins[n])
     if margins[k] > 0:
-        return ClassificationVerdict("VERIFIED", True, margins[k], None, schedule.switches, formula)
+        return ClassificationVerdict(
+            Outcome.VERIFIED, True, margins[k], None, schedule.switches, formula
+        )
     return ClassificationVerdict(
-        "REFUTED", True, margins[k], k, schedule.switches, formula,
+        Outcome.REFUTED, True, margins[k], k, schedule.switches, formula,
         f"point {k} (class {lab[k]}) ends at coordinate {j} = {fmpq_to_str(images[k][j])}",
     )  # fmt: skip

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from certified.verdict import Outcome
+
 __all__ = ["add_arguments", "demo_check", "run"]
 
 
@@ -73,11 +75,12 @@ def run(args: argparse.Namespace) -> int:
             cert = interpolation_certificate(interp, schedule, verdict)
             path, check = write_if_accepted(args.out, cert)
         message = "" if check.verified else f"the checker did not accept: {check.reason}"
-    ok = path is not None and verdict.verdict == "VERIFIED"
+    ok = path is not None and verdict.verdict is Outcome.VERIFIED
+    outcome = Outcome.VERIFIED if ok else Outcome.UNDECIDED
     if args.json:
         out = command_json(
             "interpolate",
-            "VERIFIED" if ok else "UNDECIDED",
+            outcome,
             path,
             time.perf_counter() - t0,
             switches=verdict.switches,
@@ -96,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
             f"{interp.variant}: N={N} d={d} p={schedule.width}: Phi_T(x_n) = y_n {what}; "
             f"L = {verdict.switches} switches (formula {interp.formula_switches})"
         )
-        print(f"VERIFIED: certificate written to {path}" if ok else f"UNDECIDED: {message}")
+        print(f"{outcome}: certificate written to {path}" if ok else f"{outcome}: {message}")
     if path is None:
         print(f"certified interpolate: {message}", file=sys.stderr)
         return 1

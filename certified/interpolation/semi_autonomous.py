@@ -41,6 +41,7 @@ from certified.interpolation._variant_common import (
     require_dimension_two,
 )
 from certified.models import Activation, Piece, Schedule
+from certified.verdict import Outcome
 
 __all__ = [
     "SemiAutonomousVerdict",
@@ -61,7 +62,7 @@ class SemiAutonomousVerdict:
 
     Attributes
     ----------
-    verdict : {"VERIFIED", "REFUTED", "UNDECIDED"}
+    verdict : Outcome
         VERIFIED: ``schedule`` is semi-autonomous of width <= p and interpolates exactly;
         REFUTED: no semi-autonomous schedule of width p interpolates these data;
         UNDECIDED: neither (``message`` says why).
@@ -82,7 +83,7 @@ class SemiAutonomousVerdict:
     (:func:`replay_semi_autonomous`).
     """
 
-    verdict: str
+    verdict: Outcome
     width: int
     rank: int
     witness: tuple[tuple[int, ...], tuple[int, ...]] | None = None
@@ -91,6 +92,10 @@ class SemiAutonomousVerdict:
     switches: int | None = None
     formula_switches: int | None = None
     message: str = ""
+
+    def __post_init__(self) -> None:
+        # producers may pass the contract string: normalised (and validated) here
+        object.__setattr__(self, "verdict", Outcome(self.verdict))
 
 
 def _width(width: Any) -> int:
@@ -385,8 +390,8 @@ def check_semi_autonomous(X: Any, Y: Any, width: int, *, time: Any = 1) -> SemiA
     Examples
     --------
     >>> X, Y = refuting_dataset(2, 3, 3)
-    >>> check_semi_autonomous(X, Y, 2).verdict
-    'REFUTED'
+    >>> print(check_semi_autonomous(X, Y, 2).verdict)
+    REFUTED
 
     Guarantee: REFUTED / VERIFIED are exact (see :class:`SemiAutonomousVerdict`).
     """
@@ -400,13 +405,13 @@ def check_semi_autonomous(X: Any, Y: Any, width: int, *, time: Any = 1) -> SemiA
     if rank > p:
         r = (rows, cols)
         return SemiAutonomousVerdict(
-            "REFUTED", p, rank, r, minor, None, None, formula,
+            Outcome.REFUTED, p, rank, r, minor, None, None, formula,
             f"the displacements y_n - x_n span a space of dimension {rank} > p = {p}; a "
             "semi-autonomous flow moves every point inside span{w_1..w_p}",
         )  # fmt: skip
     if p < d + 2:
         return SemiAutonomousVerdict(
-            "UNDECIDED", p, rank, None, None, None, None, formula,
+            Outcome.UNDECIDED, p, rank, None, None, None, None, formula,
             f"rank(Y - X) = {rank} <= p, so the span obstruction is silent; the exact "
             f"construction needs p >= d + 2 = {d + 2}",
         )  # fmt: skip
@@ -414,7 +419,7 @@ def check_semi_autonomous(X: Any, Y: Any, width: int, *, time: Any = 1) -> SemiA
     images = replay_semi_autonomous(schedule, Xq)
     ok = images is not None and all(bool(np.all(images[n] == Yq[n])) for n in range(N))
     return SemiAutonomousVerdict(
-        "VERIFIED" if ok else "UNDECIDED", p, rank, None, None, schedule,
+        Outcome.VERIFIED if ok else Outcome.UNDECIDED, p, rank, None, None, schedule,
         schedule.switches, formula,
         "" if ok else "the construction did not replay exactly (a bug: please report it)",
     )  # fmt: skip

@@ -23,6 +23,7 @@ from certified.arith.exact import fmpq_to_float, to_fmpq
 from certified.errors import InputError, RangeOverflowError, ShapeError
 from certified.interpolation.construct import Interpolation, formula_switches, read_pairs
 from certified.models import Activation, Piece, Schedule
+from certified.verdict import Outcome
 
 __all__ = [
     "InterpolationVerdict",
@@ -41,9 +42,9 @@ class InterpolationVerdict:
 
     Attributes
     ----------
-    verdict : str
-        ``"VERIFIED"``: ``exact`` is True or ``max_error`` is a certified bound;
-        ``"UNDECIDED"``: the flow engines could not enclose every image (``message`` says why).
+    verdict : Outcome
+        ``VERIFIED``: ``exact`` is True or ``max_error`` is a certified bound;
+        ``UNDECIDED``: the flow engines could not enclose every image (``message`` says why).
     exact : bool
         ``Φ_T(x_n) = y_n`` for every n, in exact rational arithmetic.
     max_error : flint.fmpq or None
@@ -61,7 +62,7 @@ class InterpolationVerdict:
     Guarantee: ``exact`` is exact; ``max_error`` is a rigorous upper bound.
     """
 
-    verdict: str
+    verdict: Outcome
     exact: bool
     max_error: flint.fmpq | None
     switches: int
@@ -69,6 +70,10 @@ class InterpolationVerdict:
     method: str
     message: str = ""
     max_error_squared: flint.fmpq | None = None
+
+    def __post_init__(self) -> None:
+        # producers may pass the contract string: normalised (and validated) here
+        object.__setattr__(self, "verdict", Outcome(self.verdict))
 
 
 # --- exact sqrt bound --------------------------------------------------------------------------
@@ -252,14 +257,14 @@ def verify_interpolation(
     if images is not None:
         sq = max(_squared_errors(images, Yq))
         return InterpolationVerdict(
-            "VERIFIED", sq == 0, sqrt_upper(sq), L, formula, "laminar-exact", "", sq
+            Outcome.VERIFIED, sq == 0, sqrt_upper(sq), L, formula, "laminar-exact", "", sq
         )
     from certified.flow.api import enclose_flow
 
     res = enclose_flow(schedule, Xq, prec=prec)
     method = str((res.hints or {}).get("method", "flow")) if isinstance(res.hints, dict) else "flow"
     if res.status.name != "SUCCESS":
-        return InterpolationVerdict("UNDECIDED", False, None, L, formula, method, res.message)
+        return InterpolationVerdict(Outcome.UNDECIDED, False, None, L, formula, method, res.message)
     box = res.final
     lo, hi = box.lo, box.hi
     sq = []
@@ -272,7 +277,9 @@ def verify_interpolation(
         sq.append(total)
     err = sqrt_upper(max(sq))
     exact = res.exact is not None and bool(np.all(res.exact[-1] == Yq))
-    return InterpolationVerdict("VERIFIED", exact, _ZERO if exact else err, L, formula, method)
+    return InterpolationVerdict(
+        Outcome.VERIFIED, exact, _ZERO if exact else err, L, formula, method
+    )
 
 
 # --- float64 export ----------------------------------------------------------------------------

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from certified.verdict import Outcome
+
 __all__ = ["PTE_DEMO", "add_arguments", "demo_check", "run"]
 
 
@@ -49,7 +51,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     if result.certificate is not None:
         path, check = write_if_accepted(args.out, result.certificate)
         if not check.verified:  # pragma: no cover - the search only returns accepted ones
-            verdict, reason = "UNDECIDED", f"the checker rejected the certificate: {check.reason}"
+            verdict, reason = (
+                Outcome.UNDECIDED,
+                f"the checker rejected the certificate: {check.reason}",
+            )
     seconds = time.perf_counter() - t0
     witness = result.witness.to_json() if result.witness is not None and path else None
     if args.json:
@@ -66,14 +71,14 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     elif path is not None:
         w = result.witness
         print(
-            f"VERIFIED: q = [{', '.join(witness['q'])}], coordinate {w.coordinate}: "
+            f"{Outcome.VERIFIED}: q = [{', '.join(witness['q'])}], coordinate {w.coordinate}: "
             f"G_mu in [{', '.join(witness['mu'])}], G_nu in [{', '.join(witness['nu'])}]",
             file=out,
         )
         print(f"certificate written to {path}", file=out)
     else:
         print(f"{verdict}: {reason}", file=out)
-    if verdict == "VERIFIED":
+    if verdict is Outcome.VERIFIED:
         return 0
     print(f"certified separate: {verdict}: {reason}", file=err)
     return 1

@@ -37,6 +37,7 @@ from certified.moments.measure import (
     merged_atoms,
     project,
 )
+from certified.verdict import Outcome
 
 __all__ = [
     "SeparationResult",
@@ -56,6 +57,13 @@ class SeparationStatus(enum.Enum):
     SEPARATED = "separated"
     EQUAL = "equal"
     UNDECIDED = "undecided"
+
+
+_OUTCOMES = {
+    SeparationStatus.SEPARATED: Outcome.VERIFIED,
+    SeparationStatus.EQUAL: Outcome.REFUTED,
+    SeparationStatus.UNDECIDED: Outcome.UNDECIDED,
+}
 
 
 @dataclass(frozen=True)
@@ -108,12 +116,10 @@ class SeparationResult:
     certificate: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
-    def verdict(self) -> str:
-        """CLI verdict: VERIFIED (witness), REFUTED (mu = nu: no witness can exist),
+    def verdict(self) -> Outcome:
+        """The shared verdict: VERIFIED (witness), REFUTED (mu = nu: no witness can exist),
         UNDECIDED."""
-        return {"separated": "VERIFIED", "equal": "REFUTED", "undecided": "UNDECIDED"}[
-            self.status.value
-        ]
+        return _OUTCOMES[self.status]
 
 
 def _bits(q: flint.fmpq) -> int:

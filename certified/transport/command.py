@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from certified.verdict import Outcome
+
 __all__ = ["add_arguments", "demo_check", "run"]
 
 
@@ -51,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     with progress.stage("writing the certificate, re-checked by the checker first"):
         cert = wasserstein_certificate(enclosure)
         path, check = write_if_accepted(args.out, cert)
-    verdict = "VERIFIED" if check.verified else "UNDECIDED"
+    verdict = Outcome.VERIFIED if check.verified else Outcome.UNDECIDED
     message = (
         "" if check.verified else f"the checker did not accept the certificate: {check.reason}"
     )
