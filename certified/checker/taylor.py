@@ -36,6 +36,7 @@ __all__ = [
     "field_jets",
     "lohner_step",
     "parse_field",
+    "replay_flow",
 ]
 
 MAX_NODES = 100_000
@@ -431,3 +432,39 @@ def lohner_step(field, params, S: LohnerSet, h: fmpq, box, K: int, m: int) -> Lo
         raise ReplayError("the new basis C is singular")
     r = (Ci * A) * S.r + Ci * z
     return LohnerSet(centre, C, r)
+
+
+def replay_flow(field, pieces, starts, steps, boxes, K: int, m: int, times) -> list:
+    """The enclosures, at each of ``times`` (exact, each the end of a step), of the flow of
+    ``field`` with ``pieces`` ((duration, parameter balls) pairs) from the boxes ``starts``
+    (per set, d pairs (lo, hi) of fmpq), replaying ``steps`` (per piece, the step lengths,
+    summing exactly to its duration) with the a priori ``boxes`` (per piece, per step, per set,
+    d pairs). Runs at the caller's ``flint.ctx.prec``.
+
+    Returns ``out[k][i]``: d balls enclosing Phi_{times[k]}(x) for every x in start box i.
+    Raises ReplayError naming the piece, step and set that fails.
+
+    Guarantee: encloses (proofs/checker_soundness.md#taylor-lohner).
+    """
+    sets = [LohnerSet.box([a for a, _ in s], [b for _, b in s]) for s in starts]
+    out, t, pending = [], fmpq(0), list(times)
+    for j, (duration, params) in enumerate(pieces):
+        if sum(steps[j], fmpq(0)) != duration:
+            raise ReplayError(f"piece {j}: the steps do not sum to its duration {duration}")
+        for s, h in enumerate(steps[j]):
+            if not h > 0:
+                raise ReplayError(f"piece {j}, step {s}: the step is not positive")
+            for i, S in enumerate(sets):
+                try:
+                    sets[i] = lohner_step(field, params, S, h, boxes[j][s][i], K, m)
+                except ReplayError as exc:
+                    raise ReplayError(f"piece {j}, step {s}, set {i}: {exc}") from None
+            t += h
+            while pending and pending[0] == t:
+                out.append([S.hull() for S in sets])
+                pending.pop(0)
+            if pending and pending[0] < t:
+                raise ReplayError(f"time {pending[0]} is not the end of a step")
+    if pending:
+        raise ReplayError(f"time {pending[0]} is after the last step")
+    return out

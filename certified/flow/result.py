@@ -39,6 +39,8 @@ class FlowEnclosure:
     exact : object ndarray of fmpq, shape (len(times), N, d), or None: when the method computes
         the flow exactly (laminar ReLU pieces with rational data), the exact images.
     hints : dict, method-specific data a certificate needs (step times, tubes, boxes, ...).
+    bounds : object ndarray of fmpq, shape (len(times), N, d, 2), or None: exact enclosure
+        endpoints when they are tighter than the float64 ``enclosures`` (arb at > 53 bits).
 
     Guarantee: if ``status is SUCCESS``, ``enclosures[k, i]`` contains ``Phi_{times[k]}(x_i)``
     for every point of initial set i (and equals it when ``exact`` is given).
@@ -50,6 +52,7 @@ class FlowEnclosure:
     message: str = ""
     exact: np.ndarray | None = None
     hints: dict[str, Any] = field(default_factory=dict)
+    bounds: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, FlowStatus):
@@ -65,5 +68,11 @@ class FlowEnclosure:
         return self.enclosures[-1]
 
     def max_width(self) -> float:
-        """Largest width (upper bound) over all enclosures at the final time."""
+        """Largest width (upper bound) over all enclosures at the final time (from the exact
+        ``bounds`` when present)."""
+        if self.bounds is not None:
+            from certified.arith.exact import fmpq_to_float
+
+            w = max(hi - lo for lo, hi in self.bounds[-1].reshape(-1, 2))
+            return fmpq_to_float(w, "up")
         return float(np.max(self.final.width_upper()))

@@ -1,0 +1,345 @@
+"""The validated Taylor method with QR-Lohner sets for any expression field: one stepping loop,
+vectorised over initial sets in float64 interval arithmetic (compiled kernels), or in arb at
+any precision through the reference step :func:`certified.checker.taylor.lohner_step`.
+
+Per step of length h (shared by all sets; proofs/bounds.md#taylor-ad, #picard, #lohner):
+an a priori box B with ``X + [0, h] f(B)`` inside B (Picard), the Taylor polynomial at the
+centre plus the Lagrange remainder ``x_K(B) h^K``, an enclosure of ``DPhi_h`` over the set
+from the variational equation (remainder over B with ``V_B = I + [-e, e]``), and the Lohner
+update. The step policy only chooses h (tightness and cost).
+"""
+
+from __future__ import annotations
+
+import flint
+import numpy as np
+
+from certified.arith import Interval
+from certified.arith import interval as iv
+from certified.arith.exact import fmpq_to_float
+from certified.fields.field import PiecewiseField
+from certified.flow import _lohner_kernels as LK  # noqa: N812
+from certified.flow.options import InitialSets, SaveAt, StepPolicy
+from certified.flow.result import FlowEnclosure, FlowStatus
+
+__all__ = ["lohner_flow"]
+
+
+class _Jets:
+    """Taylor coefficients of the field over boxes for all sets, float64 intervals."""
+
+    def __init__(self, problem: PiecewiseField) -> None:
+        self.field = problem.field.expression
+        self.values = [p.values for p in problem.pieces]
+        try:
+            from certified.arith.taylor import compile_tape
+
+            self.tape = compile_tape(problem.field.expression)
+        except ImportError:
+            self.tape = None
+        self.params: list[tuple[np.ndarray, np.ndarray]] = []
+        for piece in problem.pieces:
+            lo = np.array([fmpq_to_float(v, "down") for v in piece.values], dtype=float)
+            hi = np.array([fmpq_to_float(v, "up") for v in piece.values], dtype=float)
+            self.params.append((lo, hi))
+
+    def __call__(self, j: int, xl, xh, order: int, sl=None, sh=None):
+        try:
+            from certified.arith.taylor import jets_float64
+        except ImportError:
+            return _arb_jets(self.field, self.values[j], xl, xh, order, sl, sh)
+        pl, ph = self.params[j]
+        lo, hi, status = jets_float64(self.tape, pl, ph, xl, xh, sl, sh, order=order)
+        return lo, hi, status
+
+
+def _step_size(coefs: np.ndarray, c: np.ndarray, K: int, tol: float) -> float:
+    """h with |x_K| h^K ~ tol max(1, |x|) at the centres (heuristic; also bounded by the
+    growth of the last coefficients, an estimate of the radius of convergence)."""
+    scale = np.maximum(1.0, np.max(np.abs(c), axis=1))
+    best = np.inf
+    for k in (K - 1, K):
+        a = np.max(np.abs(coefs[k]), axis=1)
+        with np.errstate(divide="ignore"):
+            h = np.where(a > 0, (tol * scale / np.maximum(a, 1e-300)) ** (1.0 / k), np.inf)
+        best = min(best, float(np.min(h)))
+    return best
+
+
+def _dyadic_floor(h: float) -> flint.fmpq:
+    """A dyadic step of 4 significant bits at most h (short exact numbers in certificates)."""
+    e = int(np.floor(np.log2(h)))
+    k = min(15, max(8, int(h / 2.0**e * 8)))
+    return flint.fmpq(k) * flint.fmpq(2) ** (e - 3)
+
+
+def _poly(lo: np.ndarray, hi: np.ndarray, h: Interval) -> Interval:
+    """sum_k a_k h^k for interval coefficients a_k (first axis), Horner."""
+    out = Interval(lo[-1], hi[-1])
+    for k in range(lo.shape[0] - 2, -1, -1):
+        out = out * h + Interval(lo[k], hi[k])
+    return out
+
+
+def _apriori(jets, j, X: Interval, h: Interval, halfwidth: float):
+    """A box B with X + [0, h] f(B) inside B for every set (None where not found), by
+    inflation; B keeps a margin so that the checker's ball arithmetic also validates it."""
+    zero_h = Interval(np.zeros_like(h.lo), h.hi)
+    lo, hi, st = jets(j, X.lo, X.hi, 1)
+    F = Interval(lo[1, :, :, 0], hi[1, :, :, 0])
+    T = X + zero_h * F
+    w = T.width_upper() + halfwidth
+    B = Interval(T.lo - 0.1 * w, T.hi + 0.1 * w)
+    good = np.zeros(X.shape[0], dtype=bool)
+    for _ in range(12):
+        lo, hi, st = jets(j, B.lo, B.hi, 1)
+        F = Interval(lo[1, :, :, 0], hi[1, :, :, 0])
+        T = X + zero_h * F
+        inside = np.all((T.lo > B.lo) & (T.hi < B.hi), axis=1) & (st == 0)
+        good |= inside
+        if np.all(good):
+            break
+        grow = np.where(inside[:, None], 0.0, 0.1 * (T.width_upper() + halfwidth))
+        B = Interval(np.minimum(B.lo, T.lo) - grow, np.maximum(B.hi, T.hi) + grow)
+    # final margin: 25% of the image's width beyond it, kept only where still valid
+    w = T.width_upper() * 0.05 + halfwidth
+    B2 = Interval(np.minimum(B.lo, T.lo - w), np.maximum(B.hi, T.hi + w))
+    lo, hi, st = jets(j, B2.lo, B2.hi, 1)
+    T2 = X + zero_h * Interval(lo[1, :, :, 0], hi[1, :, :, 0])
+    ok2 = np.all((T2.lo > B2.lo) & (T2.hi < B2.hi), axis=1) & (st == 0)
+    B = Interval(np.where(ok2[:, None], B2.lo, B.lo), np.where(ok2[:, None], B2.hi, B.hi))
+    return B, good
+
+
+def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m: int, at, tol=None):
+    """One step for every set; None if the a priori enclosure fails for some set (the caller
+    halves h), else the new state, the a priori boxes and the failed-update mask."""
+    n, d = c.shape
+    hl, hh = fmpq_to_float(h, "down"), fmpq_to_float(h, "up")
+    H = Interval(np.full((n, d), hl), np.full((n, d), hh))
+    xl, xh = np.empty((n, d)), np.empty((n, d))
+    LK.hull(c, C, rl, rh, xl, xh)
+    X = Interval(xl, xh)
+    scale = 1e-12 * (1.0 + np.abs(c)) + 1e-300
+    B, good = _apriori(jets, j, X, H, scale)
+    if not np.all(good):
+        return None, np.flatnonzero(~good)
+    at_lo, at_hi, st1 = at
+    rem_lo, rem_hi, st2 = jets(j, B.lo, B.hi, K)
+    if tol is not None:  # the remainder over B, not the coefficient at the centre, decides
+        big = np.max(np.maximum(np.abs(rem_lo[K, :, :, 0]), np.abs(rem_hi[K, :, :, 0])), axis=1)
+        scale = np.maximum(1.0, np.max(np.abs(c), axis=1))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            allowed = float(np.min((tol * scale / big) ** (1.0 / K)))
+        if np.isfinite(allowed) and allowed < hl:
+            return "shrink", allowed
+    coef_lo = np.concatenate([at_lo[1:K, :, :, 0], rem_lo[K : K + 1, :, :, 0]])
+    coef_hi = np.concatenate([at_hi[1:K, :, :, 0], rem_hi[K : K + 1, :, :, 0]])
+    inc = _poly(coef_lo, coef_hi, H) * H
+    eye = np.broadcast_to(np.eye(d), (n, d, d))
+    dlo, dhi, st3 = jets(j, B.lo, B.hi, 1, eye, eye)
+    Df = Interval(dlo[1, :, :, 1:], dhi[1, :, :, 1:])
+    L = np.max(np.sum(np.maximum(np.abs(Df.lo), np.abs(Df.hi)), axis=2), axis=1)
+    e = iv.expm1(Interval(L) * Interval(np.full(n, hh))).hi
+    e3 = np.broadcast_to(e[:, None, None], (n, d, d))
+    vlo, vhi, st4 = jets(j, B.lo, B.hi, m, eye - e3, eye + e3)
+    xlo, xhi, st5 = jets(j, X.lo, X.hi, m - 1, eye, eye)
+    Hd = Interval(np.full((n, d, d), hl), np.full((n, d, d), hh))
+    J = _poly(
+        np.concatenate([xlo[:m, :, :, 1:], vlo[m : m + 1, :, :, 1:]]),
+        np.concatenate([xhi[:m, :, :, 1:], vhi[m : m + 1, :, :, 1:]]),
+        Hd,
+    )
+    c2, C2 = np.empty_like(c), np.empty_like(C)
+    rl2, rh2 = np.empty_like(rl), np.empty_like(rh)
+    ok = np.empty(n, dtype=np.int64)
+    LK.lohner_update(
+        c,
+        C,
+        rl,
+        rh,
+        np.ascontiguousarray(inc.lo),
+        np.ascontiguousarray(inc.hi),
+        np.ascontiguousarray(J.lo),
+        np.ascontiguousarray(J.hi),
+        c2,
+        C2,
+        rl2,
+        rh2,
+        ok,
+    )
+    status = st1 | st2 | st3 | st4 | st5
+    failed = (ok == 0) | (status != 0) | ~np.all(np.isfinite(rl2) & np.isfinite(rh2), axis=1)
+    return (c2, C2, rl2, rh2, B), np.flatnonzero(failed)
+
+
+class _FloatSets:
+    """All sets advanced together in float64 interval arithmetic (compiled kernels)."""
+
+    def __init__(self, problem: PiecewiseField, sets: InitialSets, K: int, m: int) -> None:
+        self.jets, self.K, self.m = _Jets(problem), K, m
+        n, d = sets.c.shape
+        self.c = sets.c.copy()
+        self.C = np.ascontiguousarray(np.broadcast_to(np.eye(d), (n, d, d)))
+        self.rl, self.rh = sets.rl.copy(), sets.rh.copy()
+
+    def coefficients(self, j: int):
+        self.at = self.jets(j, self.c, self.c, self.K)
+        return 0.5 * (self.at[0][..., 0] + self.at[1][..., 0]), self.c
+
+    def try_step(self, j: int, h: flint.fmpq, tol):
+        res, info = _step(
+            self.jets, j, self.c, self.C, self.rl, self.rh, h, self.K, self.m, self.at, tol
+        )
+        if res == "shrink":
+            return "shrink", info
+        if res is None or info.size:
+            return "fail", info
+        self.pending = res
+        return "ok", None
+
+    def accept(self) -> Interval:
+        self.c, self.C, self.rl, self.rh, B = self.pending
+        return B
+
+    def hull(self) -> Interval:
+        n, d = self.c.shape
+        xl, xh = np.empty((n, d)), np.empty((n, d))
+        LK.hull(self.c, self.C, self.rl, self.rh, xl, xh)
+        return Interval(xl, xh), None
+
+
+def lohner_flow(
+    problem: PiecewiseField,
+    sets: InitialSets,
+    save_at: SaveAt,
+    policy: StepPolicy,
+    prec: int = 53,
+) -> FlowEnclosure:
+    """Certified enclosures of the flow of ``problem`` from ``sets`` at the times of
+    ``save_at``: float64 interval kernels at ``prec`` 53, arb balls at any other precision
+    (the reference step of the checker, one set at a time).
+
+    Guarantee: if the status is SUCCESS, ``enclosures[k, i]`` contains ``Phi_{t_k}(x)`` for
+    every x in initial set i (and the tube's box s every point of its trajectory during step s).
+    """
+    K, m = policy.order, policy.jacobian_order
+    if prec == 53:
+        state = _FloatSets(problem, sets, K, m)
+    else:
+        from certified.flow._lohner_arb import ArbSets
+
+        state = ArbSets(problem, sets, K, m, prec)
+    n, d = sets.c.shape
+    saves = save_at.times(problem.total_time)
+    saved, tube_times, steps_hint, boxes_hint = [], [], [], []
+    t, count = flint.fmpq(0), 0
+    for j, piece in enumerate(problem.pieces):
+        end = t + piece.duration
+        steps_j, boxes_j = [], []
+        while t < end:
+            h = min([end, *(s for s in saves if s > t)]) - t
+            if policy.max_step is not None:
+                h = min(h, policy.max_step)
+            coefs, centres = state.coefficients(j)
+            guess = _step_size(coefs, centres, K, policy.tolerance)
+            if np.isfinite(guess) and 0 < guess < float(h):
+                h = _dyadic_floor(guess)
+            tol = policy.tolerance
+            for _ in range(policy.halvings + 4):
+                verdict, info = state.try_step(j, h, tol)
+                if verdict == "ok":
+                    break
+                if verdict == "shrink":  # the remainder over B is too large: shorter, then accept
+                    h, tol = min(h, _dyadic_floor(0.95 * info)), None
+                else:
+                    h = h / 2
+            else:
+                return _failure(saves, n, d, t, info, j)
+            B = state.accept()
+            count += 1
+            if count > policy.max_steps:
+                return _failure(saves, n, d, t, np.arange(0), j, budget=policy.max_steps)
+            steps_j.append(h)
+            boxes_j.append(B)
+            if save_at.steps:
+                tube_times.append((str(t), str(t + h)))
+            t = t + h
+            if t in saves:
+                saved.append(state.hull())
+        steps_hint.append(steps_j)
+        boxes_hint.append(boxes_j)
+    enc = Interval(np.stack([s.lo for s, _ in saved]), np.stack([s.hi for s, _ in saved]))
+    bounds = None if saved[0][1] is None else np.stack([e for _, e in saved])
+    hints = {
+        "method": "taylor-lohner",
+        "order": K,
+        "jacobian_order": m,
+        "precision": prec,
+        "steps": steps_hint,
+        "boxes": boxes_hint,
+    }
+    if save_at.steps:
+        flat = [b for bs in boxes_hint for b in bs]
+        hints["tube"] = Interval(np.stack([b.lo for b in flat]), np.stack([b.hi for b in flat]))
+        hints["tube_times"] = tube_times
+    return FlowEnclosure(
+        tuple(str(s) for s in saves), enc, FlowStatus.SUCCESS, hints=hints, bounds=bounds
+    )
+
+
+def _failure(saves, n, d, t, failed, j, budget=None) -> FlowEnclosure:
+    z = Interval(np.zeros((len(saves), n, d)))
+    if budget is not None:
+        msg = (
+            f"more than {budget} steps by time {t}: raise StepPolicy.max_steps, or lower "
+            "the order's tolerance demands (a larger tolerance takes longer steps)"
+        )
+    else:
+        which = ", ".join(str(i) for i in failed[:5]) + (" ..." if failed.size > 5 else "")
+        msg = (
+            f"piece {j}, time {t}: the a priori enclosure or the Lohner update failed for "
+            f"initial sets [{which}] even after halving the step; the flow may blow up "
+            "there, or the sets are too large: split them, or raise the order"
+        )
+    return FlowEnclosure(tuple(str(s) for s in saves), z, FlowStatus.STEP_REJECTED, msg)
+
+
+def _arb_jets(field, values, xl, xh, order, sl, sh):  # TEMPORARY development fallback
+    from flint import arb, ctx
+
+    from certified.checker.taylor import ReplayError, field_jets
+
+    n, d = xl.shape
+    g = 0 if sl is None else sl.shape[2]
+    lo = np.zeros((order + 1, n, d, 1 + g))
+    hi = np.zeros((order + 1, n, d, 1 + g))
+    st = np.zeros(n, dtype=np.int64)
+    old = ctx.prec
+    ctx.prec = 53
+    try:
+        params = [arb(v) for v in values]
+        for q in range(n):
+            x0 = [arb(float(xl[q, i])).union(arb(float(xh[q, i]))) for i in range(d)]
+            seeds = (
+                None
+                if g == 0
+                else [
+                    [arb(float(sl[q, i, k])).union(arb(float(sh[q, i, k]))) for k in range(g)]
+                    for i in range(d)
+                ]
+            )
+            try:
+                X = field_jets(field, params, x0, seeds, order)
+            except ReplayError:
+                st[q] = 2
+                continue
+            for k in range(order + 1):
+                for i in range(d):
+                    for gg in range(1 + g):
+                        b = X[k][i][gg]
+                        lo[k, q, i, gg] = float(b.lower()) - abs(float(b.lower())) * 2**-50 - 1e-300
+                        hi[k, q, i, gg] = float(b.upper()) + abs(float(b.upper())) * 2**-50 + 1e-300
+    finally:
+        ctx.prec = old
+    return lo, hi, st
