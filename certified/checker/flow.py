@@ -22,6 +22,7 @@ from typing import Any
 
 import flint
 
+from ._field_rule import check_field_flow
 from ._parse import (
     MAX_BYTES,
     MAX_HEIGHT_BITS,
@@ -138,6 +139,8 @@ def _claim(claim: Any, n: int, d: int) -> tuple[list[Vector] | None, list[list[t
 
 def check_flow_v1(instance: Any, claim: Any, hints: Any) -> str:
     """Check a flow certificate of version 1; return a summary or raise Rejected."""
+    if isinstance(instance, dict) and "field" in instance:
+        return check_field_flow(instance, claim, hints)
     if not isinstance(hints, dict) or "method" not in hints:
         raise Rejected("hints: expected an object with a field 'method'")
     method = string(hints["method"], "hints.method", METHODS)

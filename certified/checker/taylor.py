@@ -125,9 +125,25 @@ def _scale(a, s):
     return [x * s for x in a]
 
 
+_WIDE = [False]  # set by field_jets(wide=True): products of wide balls by their endpoints
+
+
+def _times(x: arb, y: arb) -> arb:
+    """x * y; over wide balls the exact range of the product of the two intervals (a ball
+    product adds r_x r_y and more: the Picard test over an a priori box needs the range)."""
+    if not _WIDE[0] or x.rad() == 0 or y.rad() == 0:
+        return x * y
+    a, b, c, e = x.lower(), x.upper(), y.lower(), y.upper()
+    p = (a * c, a * e, b * c, b * e)
+    return arb(min(q.lower() for q in p)).union(arb(max(q.upper() for q in p)))
+
+
 def _mul(a, b):
     a0, b0 = a[0], b[0]
-    return [a0 * b0, *(a0 * y + x * b0 for x, y in zip(a[1:], b[1:], strict=True))]
+    return [
+        _times(a0, b0),
+        *(_times(a0, y) + _times(x, b0) for x, y in zip(a[1:], b[1:], strict=True)),
+    ]
 
 
 def _div(a, b):
@@ -164,6 +180,22 @@ def _sigmoid(x: arb) -> arb:
     return 1 / (1 + (-x).exp())
 
 
+def _sin_range(v: arb) -> arb:
+    """sin over the ball v: the hull of the end values and of every extremum
+    pi/2 + k pi inside (both signs when it cannot be told whether one is)."""
+    if v.rad() == 0:
+        return v.sin()
+    if v.rad() >= 4:
+        return arb(0, 1)
+    lo, hi = arb(v.lower()), arb(v.upper())
+    out = lo.sin().union(hi.sin())
+    t0, t1 = (lo - arb.pi() / 2) / arb.pi(), (hi - arb.pi() / 2) / arb.pi()
+    for k in range(int(t0.lower().floor().unique_fmpz()), int(t1.upper().ceil().unique_fmpz()) + 1):
+        if not (arb(k) < t0 or arb(k) > t1):  # k in [t0, t1], or cannot be excluded
+            out = out.union(arb(1 if k % 2 == 0 else -1))
+    return out
+
+
 def _elementary(op, a0):
     """Value and derivative factor of op at the dual a0 (order 0)."""
     v = a0[0]
@@ -180,11 +212,11 @@ def _elementary(op, a0):
     if op == "sqrt":
         y = _monotone(arb.sqrt, v)
         return [y, *(g / (2 * y) for g in a0[1:])]
-    s, c = v.sin().intersection(arb(0, 1)), v.cos().intersection(arb(0, 1))
+    s, c = _sin_range(v), _sin_range(v + arb.pi() / 2)
     return [s, *(g * c for g in a0[1:])], [c, *(-g * s for g in a0[1:])]
 
 
-def field_jets(field: ExpressionField, params: list[arb], x0: list[arb], seeds, order: int):
+def field_jets(field: ExpressionField, params, x0, seeds, order: int, wide: bool = False):
     """Taylor coefficients x_0..x_order of the solution through x0 (balls: the coefficient
     maps are evaluated over the whole ball), as duals: with ``seeds`` (d rows of g balls) the
     dual parts of x_k are ``D x_k(x0) seeds``; ``seeds=None`` gives plain values.
@@ -194,6 +226,14 @@ def field_jets(field: ExpressionField, params: list[arb], x0: list[arb], seeds, 
     Raises ReplayError when an operation leaves its domain (sqrt/log of a ball meeting
     (-inf, 0], division by a ball containing 0).
     """
+    _WIDE[0] = wide
+    try:
+        return _jets(field, params, x0, seeds, order)
+    finally:
+        _WIDE[0] = False
+
+
+def _jets(field, params, x0, seeds, order):
     g = 0 if seeds is None else len(seeds[0])
     zero = [_ZERO] * (g + 1)
     X = [[[x0[i], *(seeds[i] if g else ())] for i in range(field.dimension)]]
@@ -394,7 +434,7 @@ def lohner_step(field, params, S: LohnerSet, h: fmpq, box, K: int, m: int) -> Lo
     d, hb = field.dimension, arb(h)
     B = [arb(lo).union(arb(hi)) for lo, hi in box]
     ident = [[arb(int(i == j)) for j in range(d)] for i in range(d)]
-    df = field_jets(field, params, B, ident, 1)[1]  # f(B) and Df(B)
+    df = field_jets(field, params, B, ident, 1, wide=True)[1]  # f(B) and Df(B)
     X = S.hull()
     for j in range(d):  # Picard: X + [0, h] f(B) inside B
         lo = X[j].lower() + hb * min(_ZERO, df[j][0].lower())

@@ -1,0 +1,121 @@
+"""Certificates of flows of expression fields (kind ``flow`` v1, rule ``taylor-lohner``).
+
+The claimed enclosures are those of the checker's own replay
+(:func:`certified.checker.taylor.replay_flow`, public) at the certificate's precision, rounded
+outward to doubles: the checker accepts them by construction, and they are often tighter than
+the float64 producer's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from flint import arb
+
+from certified.arith.ball import precision as working_precision
+from certified.arith.exact import fmpq_to_float, to_fmpq
+from certified.certificates.flow import FORMAT_VERSION, exact_number
+from certified.checker.taylor import ReplayError, replay_flow
+from certified.fields.field import PiecewiseField
+from certified.flow.options import InitialSets
+from certified.flow.result import FlowEnclosure, FlowStatus
+
+__all__ = ["FieldCertificateError", "field_flow_certificate"]
+
+
+class FieldCertificateError(Exception):
+    """The replay of the producer's steps failed (the message says where)."""
+
+
+def _box_hint(B: Any) -> list:
+    """(N, d) boxes as N x d x [lo, hi] exact strings (float Interval or exact object arrays)."""
+    lo = B.lo if hasattr(B, "lo") else B[..., 0]
+    hi = B.hi if hasattr(B, "hi") else B[..., 1]
+    return [
+        [[exact_number(a), exact_number(b)] for a, b in zip(r1, r2, strict=True)]
+        for r1, r2 in zip(lo.tolist(), hi.tolist(), strict=True)
+    ]
+
+
+def _outward(ball: arb) -> list[str]:
+    from certified.flow._lohner_arb import arb_to_fmpq
+
+    lo, hi = arb_to_fmpq(arb(ball.lower())), arb_to_fmpq(arb(ball.upper()))
+    return [
+        exact_number(to_fmpq(fmpq_to_float(lo, "down"))),
+        exact_number(to_fmpq(fmpq_to_float(hi, "up"))),
+    ]
+
+
+def field_flow_certificate(
+    problem: PiecewiseField,
+    sets: InitialSets,
+    result: FlowEnclosure,
+    *,
+    precision: int | None = None,
+) -> dict[str, Any]:
+    """A flow certificate of a successful :func:`~certified.flow.enclose_flow` result.
+
+    ``precision`` is the checker's working precision (default: the result's, at least 53).
+
+    Raises FieldCertificateError when the replay rejects a step (the a priori boxes of the
+    producer were too tight for ball arithmetic: rerun with a smaller ``max_step``).
+
+    Guarantee: none (the checker decides); the claims are the checker's replay, rounded out.
+    """
+    if result.status is not FlowStatus.SUCCESS or result.hints.get("method") != "taylor-lohner":
+        raise FieldCertificateError("only a successful taylor-lohner result has a certificate")
+    h = result.hints
+    prec = max(53, precision or h.get("precision", 53))
+    field = problem.field.expression
+    starts = [list(zip(lo, hi, strict=True)) for lo, hi in zip(sets.lo, sets.hi, strict=True)]
+    times = [to_fmpq(t) for t in result.times]
+    boxes = []
+    for bs in h["boxes"]:
+        per_piece = []
+        for B in bs:
+            lo = B.lo if hasattr(B, "lo") else B[..., 0]
+            hi = B.hi if hasattr(B, "hi") else B[..., 1]
+            per_piece.append(
+                [
+                    [(to_fmpq(a), to_fmpq(b)) for a, b in zip(r1, r2, strict=True)]
+                    for r1, r2 in zip(lo.tolist(), hi.tolist(), strict=True)
+                ]
+            )
+        boxes.append(per_piece)
+    with working_precision(prec):
+        pieces = [(p.duration, [arb(v) for v in p.values]) for p in problem.pieces]
+        try:
+            out = replay_flow(
+                field, pieces, starts, h["steps"], boxes, h["order"], h["jacobian_order"], times
+            )
+        except ReplayError as exc:
+            raise FieldCertificateError(
+                f"the checker's replay rejects the producer's steps ({exc}); lower max_step"
+            ) from None
+        enclosures = [[[_outward(b) for b in hull] for hull in per_time] for per_time in out]
+    start = "points" if sets.points else "boxes"
+    if sets.points:
+        data = [[exact_number(x) for x in row] for row in sets.lo]
+    else:
+        data = _box_hint(np.stack([sets.lo, sets.hi], axis=-1))
+    instance = {**problem.to_json(), start: data, "time": exact_number(problem.total_time)}
+    instance["pieces"] = [
+        {"duration": exact_number(p.duration), "parameters": [exact_number(v) for v in p.values]}
+        for p in problem.pieces
+    ]
+    return {
+        "kind": "flow",
+        "version": FORMAT_VERSION,
+        "instance": instance,
+        "claim": {"times": [exact_number(t) for t in times], "enclosures": enclosures},
+        "hints": {
+            "method": "taylor-lohner",
+            "order": h["order"],
+            "jacobian_order": h["jacobian_order"],
+            "precision": prec,
+            "steps": [[exact_number(s) for s in steps] for steps in h["steps"]],
+            "boxes": [[_box_hint(B) for B in bs] for bs in h["boxes"]],
+        },
+    }

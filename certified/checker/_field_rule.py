@@ -1,0 +1,120 @@
+"""Rule ``taylor-lohner`` of kind ``flow`` v1: the generic rule for expression fields.
+
+The instance carries the field as data (an expression graph, ``taylor.parse_field``), its
+piecewise-constant parameters and the initial points or boxes; the hints only the step
+lengths and the a priori boxes. The checker recomputes every Taylor coefficient, remainder and
+Lohner set itself (``taylor.replay_flow``, proofs/checker_soundness.md#taylor-lohner) and
+compares the claimed enclosures with its own. Adding a field adds data, not code here.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import flint
+
+from ._parse import Rejected, array, exact, exact_row, fields, small_integer, string
+from .taylor import ReplayError, parse_field, replay_flow
+
+MAX_TAYLOR_OPS = 2 * 10**8  # estimated arb operations of a replay (about a minute)
+
+
+def _pairs(value: Any, where: str, n: int, d: int) -> list[list[tuple]]:
+    """n x d x [lo, hi] exact numbers with lo <= hi."""
+    out = []
+    for i, row in enumerate(array(value, where, n)):
+        pairs = []
+        for k, pair in enumerate(array(row, f"{where}[{i}]", d)):
+            lo, hi = exact_row(array(pair, f"{where}[{i}][{k}]", 2), f"{where}[{i}][{k}]")
+            if lo > hi:
+                raise Rejected(f"{where}[{i}][{k}]: lower end exceeds upper end")
+            pairs.append((lo, hi))
+        out.append(pairs)
+    return out
+
+
+def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
+    """Check a flow certificate whose instance is an expression field; return a summary."""
+    start = "boxes" if isinstance(instance, dict) and "boxes" in instance else "points"
+    fields(instance, "instance", ("field", "pieces", start, "time"))
+    field = parse_field(instance["field"], "instance.field")
+    d, names = field.dimension, field.names
+    pieces = []
+    for j, p in enumerate(array(instance["pieces"], "instance.pieces")):
+        at = f"instance.pieces[{j}]"
+        fields(p, at, ("duration", "parameters"))
+        duration = exact(p["duration"], f"{at}.duration")
+        if not duration > 0:
+            raise Rejected(f"{at}.duration: must be > 0")
+        values = exact_row(array(p["parameters"], f"{at}.parameters", len(names), 0), at)
+        pieces.append((duration, values))
+    if start == "points":
+        starts = [
+            [(x, x) for x in exact_row(array(row, f"instance.points[{i}]", d), "points")]
+            for i, row in enumerate(array(instance["points"], "instance.points"))
+        ]
+    else:
+        starts = _pairs(instance["boxes"], "instance.boxes", None, d)
+    n = len(starts)
+    time = exact(instance["time"], "instance.time")
+    if time != sum((p[0] for p in pieces), flint.fmpq(0)):
+        raise Rejected("instance.time: differs from the total duration of the pieces")
+
+    fields(claim, "claim", ("times", "enclosures"))
+    times = exact_row(array(claim["times"], "claim.times"), "claim.times")
+    if any(b <= a for a, b in itertools.pairwise(times)) or times[-1] != time:
+        raise Rejected("claim.times: must increase strictly and end at instance.time")
+    claimed = [
+        _pairs(e, f"claim.enclosures[{k}]", n, d)
+        for k, e in enumerate(array(claim["enclosures"], "claim.enclosures", len(times)))
+    ]
+
+    fields(hints, "hints", ("method", "order", "jacobian_order", "precision", "steps", "boxes"))
+    string(hints["method"], "hints.method", ("taylor-lohner",))
+    K = small_integer(hints["order"], "hints.order", 2, 60)
+    m = small_integer(hints["jacobian_order"], "hints.jacobian_order", 1, K)
+    prec = small_integer(hints["precision"], "hints.precision", 53, 4096)
+    raw_steps = array(hints["steps"], "hints.steps", len(pieces))
+    steps = [
+        exact_row(array(s, f"hints.steps[{j}]"), f"hints.steps[{j}]")
+        for j, s in enumerate(raw_steps)
+    ]
+    total = sum(len(s) for s in steps)
+    # cost: per set and step, order-K series over every node (twice), order-m duals (d+1
+    # parts, three times), the d x d Lohner algebra; precision scales the word operations
+    per = field.cost * (K * K + 3 * (d + 1) * m * m) + 20 * d**3
+    ops = n * total * per * (1 + prec // 256)
+    if ops > MAX_TAYLOR_OPS:
+        raise Rejected(f"resource limit: the replay needs more than {MAX_TAYLOR_OPS} operations")
+    raw_boxes = array(hints["boxes"], "hints.boxes", len(pieces))
+    boxes = [
+        [
+            _pairs(b, f"hints.boxes[{j}][{s}]", n, d)
+            for s, b in enumerate(array(raw_boxes[j], f"hints.boxes[{j}]", len(steps[j])))
+        ]
+        for j in range(len(pieces))
+    ]
+
+    old = flint.ctx.prec
+    flint.ctx.prec = prec
+    try:
+        balls = [(t, [flint.arb(v) for v in values]) for t, values in pieces]
+        out = replay_flow(field, balls, starts, steps, boxes, K, m, times)
+        for k, per_time in enumerate(out):
+            for i, hull in enumerate(per_time):
+                for q, ball in enumerate(hull):
+                    lo, hi = claimed[k][i][q]
+                    if not (flint.arb(lo) <= ball.lower() and ball.upper() <= flint.arb(hi)):
+                        raise Rejected(
+                            f"claim.enclosures[{k}][{i}][{q}]: does not contain the replayed "
+                            "enclosure"
+                        )
+    except ReplayError as exc:
+        raise Rejected(f"hints: {exc}") from None
+    finally:
+        flint.ctx.prec = old
+    return (
+        f"rule taylor-lohner: {n} {start}, {len(pieces)} pieces, {total} steps, order {K}, "
+        f"{len(field.nodes)} nodes"
+    )
