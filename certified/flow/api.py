@@ -1,6 +1,6 @@
-"""One entry point for certified flows of a :class:`~certified.models.Schedule`, and the
-certificates they give (in the spirit of diffrax's ``diffeqsolve``: the field is the schedule,
-the method is chosen from it, the result is a :class:`FlowEnclosure`).
+"""One entry point for certified flows, and the certificates they give (in the spirit of
+diffrax's ``diffeqsolve`` and CAPD's time maps: the field, the initial set, what is saved, the
+method and the step policy are separate arguments; the result is a :class:`FlowEnclosure`).
 """
 
 from __future__ import annotations
@@ -10,62 +10,148 @@ from typing import Any
 import numpy as np
 
 from certified.errors import InputError
+from certified.flow.options import Balls, SaveAt, StepPolicy, initial_set
 from certified.flow.result import FlowEnclosure, FlowStatus
 from certified.models import Activation, Schedule
 
-__all__ = ["enclose_flow", "flow_certificate_for"]
+__all__ = ["enclose_flow", "flow_certificate_for", "flow_problem"]
+
+_TAYLOR_METHODS = ("auto", "taylor-lohner")
+_RELU_METHODS = ("auto", "regions", "vectorised")
+
+
+def flow_problem(field: Any, save_at: SaveAt | None = None):
+    """The :class:`~certified.fields.PiecewiseField` of a smooth field: a tanh / sigmoid
+    Schedule, a PiecewiseField, or a VectorField with ``save_at.t1`` (its default parameter
+    values then hold on [0, t1]).
+
+    Guarantee: exact.
+    """
+    from certified.fields import PiecewiseField, VectorField, neural_field
+
+    if isinstance(field, Schedule):
+        problem = neural_field(field)
+    elif isinstance(field, PiecewiseField):
+        problem = field
+    elif isinstance(field, VectorField):
+        if save_at is None or save_at.t1 is None:
+            raise InputError("save_at: a VectorField needs the final time, SaveAt(t1=T)")
+        return field.for_time(save_at.t1)
+    else:
+        raise InputError(
+            f"field: expected a Schedule, a VectorField or a PiecewiseField, got "
+            f"{type(field).__name__}"
+        )
+    if save_at is not None and save_at.t1 is not None and save_at.t1 != problem.total_time:
+        raise InputError(
+            f"save_at.t1: {save_at.t1} differs from the schedule's total time {problem.total_time}"
+        )
+    return problem
+
+
+def _check_sphere(problem, sets) -> None:
+    """Initial sets of a sphere field must lie on (boxes: meet) the unit sphere."""
+    c = 0.5 * (sets.lo.astype(float) + sets.hi.astype(float))
+    norms = np.sqrt(np.sum(c * c, axis=1))
+    slack = np.sqrt(np.sum((sets.hi.astype(float) - sets.lo.astype(float)) ** 2, axis=1))
+    bad = np.flatnonzero(np.abs(norms - 1) > 1e-12 + slack)
+    if bad.size:
+        i = int(bad[0])
+        raise InputError(
+            f"X0[{i}]: |x| = {norms[i]:.17g} is off the unit sphere; the field "
+            f"{problem.field.name or ''} is tangent to S^{problem.dimension - 1}: normalise "
+            "the initial points"
+        )
 
 
 def enclose_flow(
-    schedule: Schedule,
+    field: Any,
     X0: Any,
     *,
-    prec: int | None = None,
-    order: int = 20,
-    max_step: Any = "1/32",
+    save_at: SaveAt | None = None,
     method: str = "auto",
+    step_policy: StepPolicy | None = None,
+    prec: int | None = None,
+    order: int | None = None,
+    max_step: Any = None,
 ) -> FlowEnclosure:
-    """Certified enclosures of ``Phi_T(x)`` for every initial point (or box) x, T the total
-    time of the schedule.
+    """Certified enclosures of ``Phi_t(x)`` for every x in each initial set.
 
-    ReLU / leaky ReLU schedules use the piecewise-affine engine (laminar pieces exactly, other
-    pieces region by region, ball arithmetic at ``prec`` bits, default 128; ``method="regions"``)
-    or the vectorised 53-bit engine (``method="vectorised"``: all points at once, BLAS
-    midpoint-radius Taylor steps, windows at crossings; no certificate rule replays it).
-    ``method="auto"`` takes the vectorised engine for non-laminar schedules with double
-    parameters, at least 1000 points and ``prec`` None or 53, else the region engine; tanh / sigmoid
-    schedules use the validated Taylor method with log-norm propagation in float64 interval
-    arithmetic (``order``, ``max_step``) at 53 bits, or in arb at ``prec`` bits if given.
+    Parameters
+    ----------
+    field : Schedule, VectorField or PiecewiseField
+        ReLU / leaky ReLU schedules use the piecewise-affine engines (``method`` "regions":
+        laminar pieces exactly, other pieces region by region in arb at ``prec`` bits, default
+        128; "vectorised": all points at once at 53 bits, no certificate rule; "auto" takes the
+        vectorised engine from 1000 non-laminar points with double parameters). Smooth fields
+        (tanh / sigmoid schedules, expression fields) use the validated Taylor method with
+        QR-Lohner sets (``method`` "taylor-lohner"), in float64 interval kernels at 53 bits
+        (default) or in arb at ``prec`` bits.
+    X0 : points (N, d), an :class:`~certified.arith.Interval` of boxes, or :class:`Balls`.
+    save_at : SaveAt, optional
+        Final time (``t1``, required for a VectorField), intermediate times ``ts``, and the
+        tube over every step (``steps=True``). Smooth fields only, except ``t1``.
+    step_policy : StepPolicy, optional
+        Taylor order, order of the variational equation, largest step, tolerance (smooth
+        fields only). ``order`` and ``max_step`` are shortcuts for it.
 
-    Guarantee: if the status is SUCCESS, ``enclosures[0, i]`` contains ``Phi_T(x)`` for every
-    x in initial set i.
+    Options that do not apply to the engine are refused (InputError), never ignored.
+
+    Guarantee: if the status is SUCCESS, ``enclosures[k, i]`` contains ``Phi_{times[k]}(x)``
+    for every x in initial set i.
     """
-    W = [p.W for p in schedule.pieces]
-    A = [p.A for p in schedule.pieces]
-    b = [p.b for p in schedule.pieces]
-    durations = [p.duration for p in schedule.pieces]
-    if schedule.activation in (Activation.TANH, Activation.SIGMOID):
-        from certified.flow.smooth import smooth_flow
+    if isinstance(field, Schedule) and field.activation.is_piecewise_linear:
+        return _relu(field, X0, save_at, method, step_policy, prec, order, max_step)
+    from certified.arith.ball import check_precision
+    from certified.flow.lohner import lohner_flow
 
-        return smooth_flow(
-            W,
-            A,
-            b,
-            durations,
-            X0,
-            activation=schedule.activation.value,
-            order=order,
+    if method not in _TAYLOR_METHODS:
+        raise InputError(f"method: {method!r} is not one of {_TAYLOR_METHODS} for smooth fields")
+    prec = 53 if prec is None else check_precision(prec)
+    save_at = save_at or SaveAt()
+    problem = flow_problem(field, save_at)
+    if step_policy is None:
+        K = order if order is not None else (20 if prec == 53 else max(20, -(-3 * prec // 10)))
+        step_policy = StepPolicy(
+            order=K,
+            jacobian_order=min(K, 8),
             max_step=max_step,
-            prec=53 if prec is None else prec,
+            tolerance=2.0**-52 if prec == 53 else 2.0 ** -min(prec, 1000),
         )
+    elif order is not None or max_step is not None:
+        raise InputError("order, max_step: give them in step_policy, not both")
+    if isinstance(X0, Balls) and prec != 53:
+        raise InputError("X0: balls are enclosed in boxes; give boxes at prec != 53")
+    sets = initial_set(X0, problem.dimension)
+    if problem.field.sphere:
+        _check_sphere(problem, sets)
+    return lohner_flow(problem, sets, save_at, step_policy, prec)
+
+
+def _relu(schedule, X0, save_at, method, step_policy, prec, order, max_step) -> FlowEnclosure:
     from certified.flow.relu import DEFAULT_PREC, relu_flow
 
-    if method not in ("auto", "regions", "vectorised"):
-        raise InputError(f"method: {method!r} is not one of 'auto', 'regions', 'vectorised'")
+    if method not in _RELU_METHODS:
+        raise InputError(f"method: {method!r} is not one of {_RELU_METHODS} for ReLU schedules")
+    if step_policy is not None or order is not None or max_step is not None:
+        raise InputError(
+            "step_policy, order, max_step: the piecewise-affine ReLU engines have no step "
+            "policy (their steps are the sign regions); remove them"
+        )
+    if save_at is not None and (save_at.ts or save_at.steps):
+        raise InputError("save_at: the ReLU engines save the final time only (no ts, no steps)")
+    if save_at is not None and save_at.t1 is not None and save_at.t1 != schedule.total_time:
+        raise InputError(f"save_at.t1: the schedule's total time is {schedule.total_time}")
+    if isinstance(X0, Balls):
+        raise InputError("X0: the ReLU engines take points or boxes (Interval), not balls")
     n_sets = len(X0) if hasattr(X0, "__len__") else 0
     fast = method == "vectorised" or (
         method == "auto" and n_sets >= 1000 and prec in (None, 53) and not schedule.is_laminar()
     )
+    W = [p.W for p in schedule.pieces]
+    A = [p.A for p in schedule.pieces]
+    b = [p.b for p in schedule.pieces]
+    durations = [p.duration for p in schedule.pieces]
     if fast:
         if prec not in (None, 53):
             raise InputError(f"prec: the vectorised engine works at 53 bits, not {prec}")
@@ -94,19 +180,18 @@ def enclose_flow(
 
 
 def flow_certificate_for(
-    schedule: Schedule,
+    field: Any,
     points: Any,
     result: FlowEnclosure,
     *,
-    order: int = 20,
-    precision: int = 128,
+    precision: int | None = None,
 ) -> dict[str, Any] | None:
-    """A version-1 flow certificate of a successful result (``points``: the points, or the
-    :class:`~certified.arith.Interval` of boxes given to :func:`enclose_flow`), or None when no
-    checker rule covers it (boxes of tanh / sigmoid flows).
+    """A version-1 flow certificate of a successful result (``points``: the initial sets given
+    to :func:`enclose_flow`), or None when no checker rule covers it.
 
-    Laminar ReLU schedules give exact images of points and enclosures of boxes (rule
-    laminar-exact); other (leaky) ReLU points and boxes use rule relu-regions.
+    Smooth fields (tanh / sigmoid schedules, expression fields): rule taylor-lohner, the
+    field as an expression graph; laminar ReLU schedules: exact images of points, enclosures
+    of boxes (rule laminar-exact); other (leaky) ReLU points and boxes: rule relu-regions.
 
     Guarantee: none (the checker decides).
     """
@@ -115,6 +200,13 @@ def flow_certificate_for(
 
     if result.status is not FlowStatus.SUCCESS:
         return None
+    if result.hints.get("method") == "taylor-lohner":
+        from certified.certificates.field_flow import field_flow_certificate
+
+        problem = flow_problem(field, SaveAt(t1=result.times[-1]))
+        sets = initial_set(points, problem.dimension)
+        return field_flow_certificate(problem, sets, result, precision=precision)
+    schedule = field
     enc = np.stack([result.final.lo, result.final.hi], axis=-1)
     boxes = None
     if isinstance(points, Interval):
@@ -131,16 +223,6 @@ def flow_certificate_for(
             boxes=boxes,
             method="relu-regions",
             extra_hints=result.hints,
-        )
-    if schedule.activation in (Activation.TANH, Activation.SIGMOID):
-        precision = max(precision, result.hints.get("precision", 53))
-        hints = {"order": order, "precision": precision, "chains": result.hints["chains"]}
-        return flow_certificate(
-            schedule.to_json(),
-            points,
-            enclosures=enc,
-            method="taylor-lognorm",
-            extra_hints=hints,
         )
     if schedule.activation is Activation.RELU and schedule.is_laminar():
         if result.exact is not None:

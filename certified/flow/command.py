@@ -1,4 +1,5 @@
-"""``certified flow --schedule F (--points F | --boxes F) [--time T] [--prec BITS] --out CERT``.
+"""``certified flow (--schedule F | --field F|NAME) (--points F | --boxes F) [--time T]
+[--save-at t1,t2,...] [--prec BITS] --out CERT [--json]``.
 
 Verdicts: VERIFIED (the enclosures' certificate re-checked by the checker in memory, then
 written; exit 0), UNDECIDED (no certificate: the message says why; nothing written; exit 1).
@@ -20,7 +21,13 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``certified flow`` on ``parser``."""
-    parser.add_argument("--schedule", type=Path, required=True, help="schedule JSON file")
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--schedule", type=Path, help="schedule JSON file (x' = W s(A x + b))")
+    what.add_argument(
+        "--field",
+        help="expression-field JSON file (proofs/format.md section 7), or a shipped example: "
+        "lorenz, vanderpol, rossler",
+    )
     start = parser.add_mutually_exclusive_group(required=True)
     start.add_argument("--points", type=Path, help="points: .json, .npz or .csv")
     start.add_argument(
@@ -28,7 +35,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help='boxes of initial conditions: .json {"lo": n×d, "hi": n×d} or .npz (ReLU)',
     )
-    parser.add_argument("--time", help="final time (version 1: the schedule's total time)")
+    parser.add_argument(
+        "--time",
+        help="final time T > 0 (needed for autonomous fields; for schedules and piecewise "
+        "fields, their total time)",
+    )
+    parser.add_argument(
+        "--save-at",
+        help="comma-separated earlier times also enclosed and certified (smooth fields)",
+    )
     parser.add_argument(
         "--prec",
         type=int,
@@ -50,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
     from certified.models import Schedule
 
     t0 = time.perf_counter()
+    if args.field is not None or args.save_at is not None:
+        return _run_field(args, t0)
     schedule = Schedule.from_json(args.schedule)
     if args.boxes is not None:
         from certified.arith import Interval
@@ -113,6 +130,98 @@ def run(args: argparse.Namespace) -> int:
                 f"{n} {what}, T = {schedule.total_time}: max enclosure width "
                 f"{result.max_width():.3e}"
             )
+        print(f"{verdict}" + (f": certificate written to {path}" if path else f": {message}"))
+    if verdict == "VERIFIED":
+        return 0
+    print(f"certified flow: {message}", file=sys.stderr)
+    return 1
+
+
+def _read_start(args, d: int, what: str):
+    """The initial points (exact) or boxes (outward to doubles) and their count."""
+    from certified.errors import InputError
+    from certified.io import read_boxes, read_points
+
+    if args.boxes is not None:
+        from certified.arith import Interval
+        from certified.arith.exact import fmpq_array_to_float
+
+        lo, hi = read_boxes(args.boxes)
+        start, source = (
+            Interval(fmpq_array_to_float(lo, "down"), fmpq_array_to_float(hi, "up")),
+            args.boxes,
+        )
+        n, dd = lo.shape
+    else:
+        start = read_points(args.points)
+        (n, dd), source = start.shape, args.points
+    if dd != d:
+        kind = "boxes" if args.boxes is not None else "points"
+        raise InputError(f"{source}: {kind} have {dd} coordinates, the {what}'s dimension is {d}")
+    return start, n
+
+
+def _run_field(args, t0: float) -> int:
+    """``certified flow --field`` (and smooth schedules with --save-at): rule taylor-lohner."""
+    from certified._progress import Progress
+    from certified.arith.exact import fmpq_to_str, to_fmpq
+    from certified.certificates import command_json, print_json, write_if_accepted
+    from certified.certificates.field_flow import FieldCertificateError
+    from certified.errors import InputError
+    from certified.fields import neural_field, read_field
+    from certified.flow.api import enclose_flow, flow_certificate_for
+    from certified.flow.options import SaveAt
+    from certified.models import Schedule
+
+    if args.field is not None:
+        problem = read_field(args.field, time=args.time)
+    else:
+        schedule = Schedule.from_json(args.schedule)
+        if schedule.activation.is_piecewise_linear:
+            raise InputError("--save-at: the ReLU engines certify the final time only")
+        problem = neural_field(schedule)
+        if args.time is not None and to_fmpq(args.time, "--time") != problem.total_time:
+            raise InputError(f"--time: the schedule's total time is {problem.total_time}")
+    ts = []
+    if args.save_at:
+        ts = [to_fmpq(t.strip(), "--save-at") for t in args.save_at.split(",") if t.strip()]
+    save_at = SaveAt(problem.total_time, [t for t in ts if t != problem.total_time])
+    start, n = _read_start(args, problem.dimension, "field")
+    what = "boxes" if args.boxes is not None else "points"
+    progress = Progress("flow")
+    with progress.stage(f"enclosing the flow of {n} {what}"):
+        result = enclose_flow(problem, start, save_at=save_at, prec=args.prec)
+    verdict, path, message, claims = "UNDECIDED", None, result.message, None
+    if result.status.value == "success":
+        try:
+            with progress.stage("replaying the steps in ball arithmetic for the certificate"):
+                cert = flow_certificate_for(problem, start, result, precision=args.prec)
+        except FieldCertificateError as exc:
+            cert, message = None, str(exc)
+        if cert is not None:
+            with progress.stage("writing the certificate, re-checked by the checker first"):
+                path, check = write_if_accepted(args.out, cert)
+            if check.verified:
+                verdict, claims = "VERIFIED", cert["claim"]["enclosures"][-1]
+            else:
+                message = f"the certificate was not accepted by the checker: {check.reason}"
+    seconds = time.perf_counter() - t0
+    width = None
+    if claims is not None:
+        width = max(to_fmpq(hi) - to_fmpq(lo) for row in claims for lo, hi in row)
+    if args.json:
+        out = command_json("flow", verdict, path, seconds, message=message)
+        if claims is not None:
+            out["enclosures"] = [
+                [[fmpq_to_str(to_fmpq(lo)), fmpq_to_str(to_fmpq(hi))] for lo, hi in row]
+                for row in claims
+            ]
+            out["max_width"] = fmpq_to_str(width)
+            out["times"] = list(result.times)
+        print_json(out)
+    else:
+        if width is not None:
+            print(f"{n} {what}, T = {problem.total_time}: max enclosure width {float(width):.3e}")
         print(f"{verdict}" + (f": certificate written to {path}" if path else f": {message}"))
     if verdict == "VERIFIED":
         return 0

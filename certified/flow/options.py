@@ -23,28 +23,31 @@ __all__ = ["Balls", "SaveAt", "StepPolicy", "initial_set"]
 class SaveAt:
     """Times at which enclosures are returned.
 
-    ``SaveAt()`` or ``SaveAt(t1=True)``: the final time only; ``SaveAt(ts=[...])``: those
-    times (exact, increasing, in (0, T]; the final time is always added); ``SaveAt(steps=True)``:
-    also the tube, an enclosure of the trajectory over every step.
+    ``t1``: the final time (exact; required for an autonomous :class:`VectorField`, else the
+    schedule's total time, which it must equal if given); ``ts``: earlier times (exact,
+    increasing, in (0, t1)) also saved; ``steps=True``: the tube too, an enclosure of the
+    trajectory over every step (``hints["tube"]``, ``hints["tube_times"]``).
     """
 
+    t1: flint.fmpq | None = None
     ts: tuple[flint.fmpq, ...] = ()
     steps: bool = False
-    t1: bool = True
 
-    def __init__(self, ts: Sequence[Any] = (), *, steps: bool = False, t1: bool = True) -> None:
-        times = tuple(to_fmpq(t, f"save_at[{i}]") for i, t in enumerate(ts))
+    def __init__(self, t1: Any = None, ts: Sequence[Any] = (), *, steps: bool = False) -> None:
+        end = None if t1 is None else to_fmpq(t1, "save_at.t1")
+        if end is not None and not end > 0:
+            raise InputError(f"save_at.t1: {end} is not positive; the final time must be > 0")
+        times = tuple(to_fmpq(t, f"save_at.ts[{i}]") for i, t in enumerate(ts))
         if any(not t > 0 for t in times) or any(b <= a for a, b in itertools.pairwise(times)):
-            raise InputError("save_at: times must be positive and strictly increasing")
-        if not t1:
-            raise InputError("save_at: the final time is always saved (t1=False is not supported)")
+            raise InputError("save_at.ts: times must be positive and strictly increasing")
+        object.__setattr__(self, "t1", end)
         object.__setattr__(self, "ts", times)
         object.__setattr__(self, "steps", bool(steps))
-        object.__setattr__(self, "t1", True)
 
     def times(self, total: flint.fmpq) -> tuple[flint.fmpq, ...]:
+        """The saved times for a flow of total time ``total`` (which always ends them)."""
         if self.ts and self.ts[-1] > total:
-            raise InputError(f"save_at: {self.ts[-1]} is after the final time {total}")
+            raise InputError(f"save_at.ts: {self.ts[-1]} is after the final time {total}")
         return tuple(t for t in self.ts if t < total) + (total,)
 
 
