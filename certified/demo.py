@@ -9,9 +9,8 @@ each, certified, and its certificate re-checked by the independent checker.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -156,9 +155,31 @@ def arithmetic_checks() -> list[DemoCheck]:
 
 
 def write_summary(checks: list[DemoCheck], out_dir: Path) -> Path:
-    """Write ``demo_summary.json`` atomically (a temporary file renamed into place)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / "demo_summary.json"
+    """Write the demo's certificates and ``demo_summary.json`` into ``out_dir``.
+
+    Every certificate is serialised and its exact bytes re-checked by the checker before any
+    file is written; each file is then written atomically
+    (:func:`certified.certificates.write_atomic`). If writing fails part-way, the files this
+    call created are removed again, so a failure leaves no new file behind.
+
+    Raises
+    ------
+    CertificateRejectedError
+        A certificate's bytes were rejected (nothing written).
+    OSError
+        ``out_dir`` cannot be created or written.
+
+    Guarantee: none (writing); every certificate written is accepted by the checker.
+    """
+    from certified.certificates import CertificateRejectedError, certificate_bytes, write_atomic
+
+    files: list[tuple[Path, bytes]] = []
+    for c in checks:
+        for name, cert in c.certificates.items():
+            data, verdict = certificate_bytes(cert)
+            if not verdict.verified:
+                raise CertificateRejectedError(out_dir / name, verdict)
+            files.append((out_dir / name, data))
     payload = {
         "kind": "demo-summary",
         "version": 1,
@@ -167,17 +188,22 @@ def write_summary(checks: list[DemoCheck], out_dir: Path) -> Path:
             for c in checks
         ],
     }
-    from certified.certificates import write_certificate
-
-    for c in checks:
-        for name, cert in c.certificates.items():
-            write_certificate(out_dir / name, cert)
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".demo_summary.", suffix=".tmp")
+    target = out_dir / "demo_summary.json"
+    files.append((target, json.dumps(payload, indent=2).encode("utf-8")))
+    made_dir = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    created: list[Path] = []
     try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(payload, fh, indent=2)
-        os.replace(tmp, target)
+        for path, data in files:
+            existed = path.exists()
+            write_atomic(path, data)
+            if not existed:
+                created.append(path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        for path in created:
+            path.unlink(missing_ok=True)
+        if made_dir:
+            with contextlib.suppress(OSError):
+                out_dir.rmdir()  # only if empty
         raise
     return target

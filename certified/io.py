@@ -39,7 +39,6 @@ import io
 import json
 import math
 import os
-import secrets
 import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -689,9 +688,10 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, indent: int | N
     """Write ``obj`` as JSON to ``path`` atomically: readers see the old file or the complete
     new one, never a partial file, and on any failure nothing is left behind.
 
-    The JSON text is produced first (``allow_nan=False``), then written to a fresh temporary
-    file in the same directory (created with the usual permissions, subject to the umask),
-    flushed to disk and renamed over ``path`` with :func:`os.replace`.
+    The JSON text is produced first (``allow_nan=False``), then written by
+    :func:`certified.certificates.writer.write_atomic`: a fresh temporary file in the same
+    directory (the usual permissions, subject to the umask), flushed to disk and renamed over
+    ``path`` with :func:`os.replace`.
 
     Raises
     ------
@@ -710,31 +710,10 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, indent: int | N
         text = json.dumps(obj, indent=indent, allow_nan=False, ensure_ascii=False) + "\n"
     except ValueError as exc:
         raise NonFiniteError(f"{name}: cannot write {exc}; JSON has no NaN or infinity") from None
-    data = text.encode("utf-8")
-    directory = os.path.dirname(os.path.abspath(name))
-    base = os.path.basename(name)
-    tmp = ""
+    from certified.certificates.writer import write_atomic  # the one atomic writer
+
     try:
-        for _ in range(100):
-            tmp = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.tmp")
-            try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-                break
-            except FileExistsError:
-                continue
-        else:  # pragma: no cover - 100 collisions of 48 random bits
-            raise FileExistsError(f"cannot create a temporary file in {directory}")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, name)
-            tmp = ""
-        finally:
-            if tmp:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+        write_atomic(name, text.encode("utf-8"))
     except OSError as exc:
         raise _file_error(
             OutputFileError, name, f"cannot write ({exc.strerror or exc}); check the path"

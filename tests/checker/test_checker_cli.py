@@ -12,7 +12,7 @@ import sys
 import pytest
 from checker_golden import golden_certificates
 
-from certified.certificates import write_certificate
+from certified.certificates import dumps_certificate, write_atomic, write_certificate
 from certified.checker._cli import main as checker_main
 from certified.cli import main as certified_main
 
@@ -27,7 +27,8 @@ def files(tmp_path):
     good = write_certificate(tmp_path / "good.json", golden_certificates(5, 1)[0])
     cert = json.loads(good.read_text())
     cert["claim"]["images"][0][0] = "12345/7"
-    bad = write_certificate(tmp_path / "bad.json", cert)
+    # a forged file: the writer would refuse it (it re-checks), so the bytes go straight out
+    bad = write_atomic(tmp_path / "bad.json", dumps_certificate(cert).encode())
     return {"good": str(good), "bad": str(bad), "missing": str(tmp_path / "missing.json")}
 
 
