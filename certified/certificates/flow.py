@@ -21,7 +21,7 @@ __all__ = ["exact_number", "flow_certificate", "laminar_flow_exact"]
 
 FORMAT_VERSION = 1
 _ACTIVATIONS = ("relu", "leaky_relu", "tanh", "sigmoid")
-_METHODS = ("laminar-exact", "taylor-lognorm", "relu-regions")
+_METHODS = ("laminar-exact", "relu-regions")  # smooth fields: certificates/field_flow.py
 _DYADIC_FROM = 2**32  # dyadics with a larger denominator are written "m*2^e" (shorter)
 
 
@@ -178,12 +178,10 @@ def flow_certificate(
     enclosures : N x d x 2 array-like, optional
         Claimed enclosures ``[lo, hi]`` per coordinate.
     method : str
-        The checker rule named in the hints: ``"laminar-exact"`` or ``"taylor-lognorm"``.
+        The checker rule named in the hints: ``"laminar-exact"`` or ``"relu-regions"`` (smooth
+        fields: :func:`certified.certificates.field_flow.field_flow_certificate`).
     extra_hints : dict, optional
-        For ``"taylor-lognorm"``: ``order`` (int), ``precision`` (int, bits) and ``chains``
-        (per piece: ``(centres (m+1, N, d), radii (m+1, N), boxes (m, N, d, 2))`` of doubles
-        or exact numbers), as produced by :func:`certified.flow.smooth.smooth_flow`. For
-        ``"relu-regions"``: the hints of :func:`certified.flow.relu.relu_flow`.
+        For ``"relu-regions"``: the hints of :func:`certified.flow.relu.relu_flow`.
     boxes : N x d x 2 array-like, optional
         Initial boxes ``[lo, hi]`` instead of points (rules laminar-exact and relu-regions,
         claim ``enclosures``): the claim is then about every point of each box.
@@ -198,10 +196,6 @@ def flow_certificate(
     """
     if method not in _METHODS:
         raise InputError(f"method: {method!r} is not a rule of version 1; use one of {_METHODS}")
-    if method == "taylor-lognorm" and (enclosures is None or extra_hints is None):
-        raise InputError(
-            "taylor-lognorm: give enclosures and extra_hints (order, precision, chains)"
-        )
     if method == "relu-regions" and (enclosures is None or extra_hints is None):
         raise InputError("relu-regions: give enclosures and extra_hints (relu_flow's hints)")
     if images is not None and enclosures is not None:
@@ -260,25 +254,8 @@ def flow_certificate(
         "version": FORMAT_VERSION,
         "instance": instance,
         "claim": claim,
-        "hints": {"method": method, **_taylor_hints(extra_hints, method)}
-        if method != "relu-regions"
-        else _relu_hints(extra_hints),
+        "hints": {"method": method} if method != "relu-regions" else _relu_hints(extra_hints),
     }
-
-
-def _taylor_hints(extra: Mapping[str, Any] | None, method: str) -> dict[str, Any]:
-    if method != "taylor-lognorm":
-        return {}
-    chains = []
-    for j, (centres, radii, boxes) in enumerate(extra["chains"]):
-        chains.append(
-            {
-                "centres": _strings(np.asarray(centres), f"chains[{j}].centres"),
-                "radii": _strings(np.asarray(radii), f"chains[{j}].radii"),
-                "boxes": _strings(np.asarray(boxes), f"chains[{j}].boxes"),
-            }
-        )
-    return {"order": int(extra["order"]), "precision": int(extra["precision"]), "chains": chains}
 
 
 RELU_ORDER = 40  # least Taylor order of the checker's replay (steps have m h <= 1)

@@ -3,7 +3,8 @@
 Specification: ``proofs/format.md`` section 4; meaning of VERIFIED:
 ``proofs/semantics.md`` ("Kind flow"); soundness: ``proofs/checker_soundness.md`` section 2.
 
-Rules ``taylor-lognorm`` (``_smooth_rule.py``) and ``relu-regions`` (``_relu_rule.py``,
+Rules ``taylor-lohner`` (``_field_rule.py``: expression fields, the instance has ``"field"``
+instead of ``"schedule"``) and ``relu-regions`` (``_relu_rule.py``,
 enclosures of non-laminar ReLU flows) live in their modules. Rule ``laminar-exact``: the
 activation is ReLU and every piece is laminar with a shared normal (all rows of ``A`` equal
 one vector ``a`` and ``a . w_i = 0`` for every column ``w_i`` of ``W``). Then ``a . x`` is
@@ -38,10 +39,9 @@ from ._parse import (
     vector,
 )
 from ._relu_rule import check_relu_regions
-from ._smooth_rule import check_taylor_lognorm
 
 ACTIVATIONS = ("relu", "leaky_relu", "tanh", "sigmoid")
-METHODS = ("laminar-exact", "taylor-lognorm", "relu-regions")
+METHODS = ("laminar-exact", "relu-regions")
 
 Vector = list[flint.fmpq]
 
@@ -146,10 +146,8 @@ def check_flow_v1(instance: Any, claim: Any, hints: Any) -> str:
     method = string(hints["method"], "hints.method", METHODS)
     if method == "laminar-exact":
         fields(hints, "hints", ("method",))
-    elif method == "relu-regions":
-        fields(hints, "hints", ("method", "order", "precision", "grid", "points"))
     else:
-        fields(hints, "hints", ("method", "order", "precision", "chains"))
+        fields(hints, "hints", ("method", "order", "precision", "grid", "points"))
 
     start = "boxes" if isinstance(instance, dict) and "boxes" in instance else "points"
     fields(instance, "instance", ("schedule", start, "time"))
@@ -177,11 +175,8 @@ def check_flow_v1(instance: Any, claim: Any, hints: Any) -> str:
         )
 
     images, boxes = _claim(claim, n, d)
-    if start == "boxes" and (images is not None or method == "taylor-lognorm"):
+    if start == "boxes" and images is not None:
         raise Rejected("instance.boxes: give enclosures, with rule laminar-exact or relu-regions")
-
-    if method == "taylor-lognorm":
-        return check_taylor_lognorm(activation, pieces, points, boxes, hints)
 
     if method == "relu-regions":
         al = al if activation == "leaky_relu" else _ZERO

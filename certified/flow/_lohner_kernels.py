@@ -160,3 +160,38 @@ def lohner_update(c, C, rl, rh, incl, inch, Jl, Jh, c2, C2, rl2, rh2, ok):
                 hi = up(hi + b)
             rl2[q, i] = lo
             rh2[q, i] = hi
+
+
+@kernel
+def imatmul(Al, Ah, Bl, Bh, Cl, Ch):
+    """[Cl, Ch] encloses A B for interval matrices, batched over the first axis."""
+    n, d, k = Al.shape
+    m = Bl.shape[2]
+    for q in range(n):
+        for i in range(d):
+            for j in range(m):
+                lo = 0.0
+                hi = 0.0
+                for t in range(k):
+                    a, b = _imul(Al[q, i, t], Ah[q, i, t], Bl[q, t, j], Bh[q, t, j])
+                    lo = dn(lo + a)
+                    hi = up(hi + b)
+                Cl[q, i, j] = lo
+                Ch[q, i, j] = hi
+
+
+@kernel
+def horner(lo, hi, hl, hh, out_lo, out_hi):
+    """[out] encloses sum_k a_k h^k for interval coefficients a_k = [lo[k], hi[k]] (first
+    axis; the rest flattened) and h in [hl, hh], hl >= 0."""
+    K = lo.shape[0]
+    n = lo.shape[1]
+    for q in range(n):
+        a = lo[K - 1, q]
+        b = hi[K - 1, q]
+        for k in range(K - 2, -1, -1):
+            a, b = _imul(a, b, hl, hh)
+            a = dn(a + lo[k, q])
+            b = up(b + hi[k, q])
+        out_lo[q] = a
+        out_hi[q] = b

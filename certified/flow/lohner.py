@@ -74,11 +74,13 @@ def _dyadic_floor(h: float) -> flint.fmpq:
 
 
 def _poly(lo: np.ndarray, hi: np.ndarray, h: Interval) -> Interval:
-    """sum_k a_k h^k for interval coefficients a_k (first axis), Horner."""
-    out = Interval(lo[-1], hi[-1])
-    for k in range(lo.shape[0] - 2, -1, -1):
-        out = out * h + Interval(lo[k], hi[k])
-    return out
+    """sum_k a_k h^k for interval coefficients a_k (first axis), Horner (compiled)."""
+    K, shape = lo.shape[0], lo.shape[1:]
+    flo = np.ascontiguousarray(lo.reshape(K, -1))
+    fhi = np.ascontiguousarray(hi.reshape(K, -1))
+    out_lo, out_hi = np.empty(flo.shape[1]), np.empty(flo.shape[1])
+    LK.horner(flo, fhi, float(h.lo.min()), float(h.hi.max()), out_lo, out_hi)
+    return Interval(out_lo.reshape(shape), out_hi.reshape(shape))
 
 
 def _apriori(jets, j, X: Interval, h: Interval, halfwidth: float):
@@ -170,15 +172,19 @@ def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m: int, at, tol=None):
     )
     status = st1 | st2 | st3 | st4 | st5
     failed = (ok == 0) | (status != 0) | ~np.all(np.isfinite(rl2) & np.isfinite(rh2), axis=1)
-    return (c2, C2, rl2, rh2, B), np.flatnonzero(failed)
+    return (c2, C2, rl2, rh2, B, J), np.flatnonzero(failed)
 
 
 class _FloatSets:
     """All sets advanced together in float64 interval arithmetic (compiled kernels)."""
 
-    def __init__(self, problem: PiecewiseField, sets: InitialSets, K: int, m: int) -> None:
+    def __init__(
+        self, problem: PiecewiseField, sets: InitialSets, K: int, m: int, jacobian: bool = False
+    ) -> None:
         self.jets, self.K, self.m = _Jets(problem), K, m
         n, d = sets.c.shape
+        eye = np.ascontiguousarray(np.broadcast_to(np.eye(d), (n, d, d)))
+        self.P = (eye.copy(), eye.copy()) if jacobian else None
         self.c = sets.c.copy()
         self.C = np.ascontiguousarray(np.broadcast_to(np.eye(d), (n, d, d)))
         self.rl, self.rh = sets.rl.copy(), sets.rh.copy()
@@ -199,7 +205,11 @@ class _FloatSets:
         return "ok", None
 
     def accept(self) -> Interval:
-        self.c, self.C, self.rl, self.rh, B = self.pending
+        self.c, self.C, self.rl, self.rh, B, J = self.pending
+        if self.P is not None:  # chain rule: DPhi over the set is in J_k ... J_1
+            lo, hi = np.empty_like(self.P[0]), np.empty_like(self.P[1])
+            LK.imatmul(np.ascontiguousarray(J.lo), np.ascontiguousarray(J.hi), *self.P, lo, hi)
+            self.P = (lo, hi)
         return B
 
     def hull(self) -> Interval:
@@ -215,17 +225,20 @@ def lohner_flow(
     save_at: SaveAt,
     policy: StepPolicy,
     prec: int = 53,
+    jacobian: bool = False,
 ) -> FlowEnclosure:
     """Certified enclosures of the flow of ``problem`` from ``sets`` at the times of
     ``save_at``: float64 interval kernels at ``prec`` 53, arb balls at any other precision
-    (the reference step of the checker, one set at a time).
+    (the reference step of the checker, one set at a time). With ``jacobian`` (53 bits),
+    ``hints["jacobian"]`` encloses ``DPhi_T`` over each initial set (C^1, the product of the
+    steps' variational enclosures).
 
     Guarantee: if the status is SUCCESS, ``enclosures[k, i]`` contains ``Phi_{t_k}(x)`` for
     every x in initial set i (and the tube's box s every point of its trajectory during step s).
     """
     K, m = policy.order, policy.jacobian_order
     if prec == 53:
-        state = _FloatSets(problem, sets, K, m)
+        state = _FloatSets(problem, sets, K, m, jacobian)
     else:
         from certified.flow._lohner_arb import ArbSets
 
@@ -233,7 +246,7 @@ def lohner_flow(
     n, d = sets.c.shape
     saves = save_at.times(problem.total_time)
     saved, tube_times, steps_hint, boxes_hint = [], [], [], []
-    t, count = flint.fmpq(0), 0
+    t, count, ratio = flint.fmpq(0), 0, 1.0
     for j, piece in enumerate(problem.pieces):
         end = t + piece.duration
         steps_j, boxes_j = [], []
@@ -242,20 +255,24 @@ def lohner_flow(
             if policy.max_step is not None:
                 h = min(h, policy.max_step)
             coefs, centres = state.coefficients(j)
-            guess = _step_size(coefs, centres, K, policy.tolerance)
+            guess = _step_size(coefs, centres, K, policy.tolerance) * ratio
             if np.isfinite(guess) and 0 < guess < float(h):
                 h = _dyadic_floor(guess)
-            tol = policy.tolerance
+            tol, shrunk = policy.tolerance, False
             for _ in range(policy.halvings + 4):
                 verdict, info = state.try_step(j, h, tol)
                 if verdict == "ok":
                     break
                 if verdict == "shrink":  # the remainder over B is too large: shorter, then accept
-                    h, tol = min(h, _dyadic_floor(0.95 * info)), None
+                    new = min(h, _dyadic_floor(0.95 * info))
+                    ratio, shrunk = ratio * float(new / h), True
+                    h, tol = new, None
                 else:
                     h = h / 2
             else:
                 return _failure(saves, n, d, t, info, j)
+            if not shrunk:
+                ratio = min(1.0, ratio * 1.1)  # the guess (at the centre) learns the remainder's
             B = state.accept()
             count += 1
             if count > policy.max_steps:
@@ -279,6 +296,8 @@ def lohner_flow(
         "steps": steps_hint,
         "boxes": boxes_hint,
     }
+    if jacobian:
+        hints["jacobian"] = Interval(*state.P)
     if save_at.steps:
         flat = [b for bs in boxes_hint for b in bs]
         hints["tube"] = Interval(np.stack([b.lo for b in flat]), np.stack([b.hi for b in flat]))
