@@ -65,13 +65,14 @@ def test_a_box_across_a_hyperplane_is_undecided_with_the_reason(tmp_path, capsys
     assert not out.exists()
 
 
-def test_boxes_of_tanh_flows_have_no_certificate_rule(tmp_path, capsys):
+def test_boxes_of_tanh_flows_are_certified_by_the_generic_rule(tmp_path, capsys):
     schedule = {**RELU, "activation": "tanh"}
     s, b = _files(tmp_path, schedule, {"lo": [[0, 0]], "hi": [[0.1, 0.1]]})
     out = tmp_path / "cert.json"
-    assert main(["flow", "--schedule", str(s), "--boxes", str(b), "--out", str(out)]) == 1
-    assert "tanh / sigmoid" in capsys.readouterr().err
-    assert not out.exists()
+    assert main(["flow", "--schedule", str(s), "--boxes", str(b), "--out", str(out)]) == 0
+    assert "VERIFIED" in capsys.readouterr().out
+    assert json.loads(out.read_text())["hints"]["method"] == "taylor-lohner"
+    assert main(["check", str(out)]) == 0
 
 
 @pytest.mark.parametrize(

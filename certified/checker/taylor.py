@@ -448,8 +448,8 @@ def lohner_step(field, params, S: LohnerSet, h: fmpq, box, K: int, m: int) -> Lo
     at = field_jets(field, params, S.centre, None, K - 1)
     # the increment y - x^ = sum_{k>=1} x_k h^k: rounding errors scale with it, not with x^
     inc = [hb * _poly([at[k][i][0] for k in range(1, K)] + [rem[i][0]], hb) for i in range(d)]
-    vrem = field_jets(field, params, B, VB, m)[m]
-    vx = field_jets(field, params, X, ident, m - 1)
+    vrem = field_jets(field, params, B, VB, m, wide=True)[m]
+    vx = field_jets(field, params, X, ident, m - 1, wide=True)
     J = arb_mat(
         [
             [_poly([vx[k][i][1 + j] for k in range(m)] + [vrem[i][1 + j]], hb) for j in range(d)]

@@ -68,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
     if args.field is not None or args.save_at is not None:
         return _run_field(args, t0)
     schedule = Schedule.from_json(args.schedule)
+    if not schedule.activation.is_piecewise_linear:  # tanh / sigmoid: the Taylor-Lohner path
+        return _run_field(args, t0, schedule)
     if args.boxes is not None:
         from certified.arith import Interval
         from certified.arith.exact import fmpq_array_to_float
@@ -161,10 +163,10 @@ def _read_start(args, d: int, what: str):
     return start, n
 
 
-def _run_field(args, t0: float) -> int:
+def _run_field(args, t0: float, schedule=None) -> int:
     """``certified flow --field`` (and smooth schedules with --save-at): rule taylor-lohner."""
     from certified._progress import Progress
-    from certified.arith.exact import fmpq_to_str, to_fmpq
+    from certified.arith.exact import fmpq_to_float, fmpq_to_str, to_fmpq
     from certified.certificates import command_json, print_json, write_if_accepted
     from certified.certificates.field_flow import FieldCertificateError
     from certified.errors import InputError
@@ -176,7 +178,7 @@ def _run_field(args, t0: float) -> int:
     if args.field is not None:
         problem = read_field(args.field, time=args.time)
     else:
-        schedule = Schedule.from_json(args.schedule)
+        schedule = schedule or Schedule.from_json(args.schedule)
         if schedule.activation.is_piecewise_linear:
             raise InputError("--save-at: the ReLU engines certify the final time only")
         problem = neural_field(schedule)
@@ -216,7 +218,7 @@ def _run_field(args, t0: float) -> int:
                 [[fmpq_to_str(to_fmpq(lo)), fmpq_to_str(to_fmpq(hi))] for lo, hi in row]
                 for row in claims
             ]
-            out["max_width"] = fmpq_to_str(width)
+            out["max_width"] = repr(fmpq_to_float(width, "up"))  # as the ReLU path: a float
             out["times"] = list(result.times)
         print_json(out)
     else:
