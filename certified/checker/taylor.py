@@ -394,9 +394,13 @@ class LohnerSet:
         r = arb_mat([[arb(0, q)] for q in rad]) if d else arb_mat(0, 1)
         return cls(centre, arb_mat([[int(i == j) for j in range(d)] for i in range(d)]), r)
 
-    def hull(self) -> list[arb]:
-        """Balls enclosing every point of the set."""
-        Cr = self.C * self.r
+    def hull(self, with_centre: bool = False) -> list[arb]:
+        """Balls enclosing every point of the set (and the centre, if asked: the mean value
+        form of a step runs over segments from the centre, proofs/bounds.md#lohner)."""
+        r = self.r
+        if with_centre:
+            r = arb_mat([[r[i, 0].union(_ZERO)] for i in range(r.nrows())])
+        Cr = self.C * r
         return [self.centre[i] + Cr[i, 0] for i in range(len(self.centre))]
 
 
@@ -435,7 +439,7 @@ def lohner_step(field, params, S: LohnerSet, h: fmpq, box, K: int, m: int) -> Lo
     B = [arb(lo).union(arb(hi)) for lo, hi in box]
     ident = [[arb(int(i == j)) for j in range(d)] for i in range(d)]
     df = field_jets(field, params, B, ident, 1, wide=True)[1]  # f(B) and Df(B)
-    X = S.hull()
+    X = S.hull(with_centre=True)
     for j in range(d):  # Picard: X + [0, h] f(B) inside B
         lo = X[j].lower() + hb * min(_ZERO, df[j][0].lower())
         hi = X[j].upper() + hb * max(_ZERO, df[j][0].upper())

@@ -89,7 +89,7 @@ class ArbSets:
         failed, self.pending, allowed = [], [], np.inf
         with precision(self.prec):
             for i, S in enumerate(self.S):
-                box = self._apriori(j, S.hull(), h)
+                box = self._apriori(j, S.hull(with_centre=True), h)
                 if box is None:
                     failed.append(i)
                     continue

@@ -120,7 +120,8 @@ def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m: int, at, tol=None):
     hl, hh = fmpq_to_float(h, "down"), fmpq_to_float(h, "up")
     H = Interval(np.full((n, d), hl), np.full((n, d), hh))
     xl, xh = np.empty((n, d)), np.empty((n, d))
-    LK.hull(c, C, rl, rh, xl, xh)
+    # the hull of the set and of its centre (the mean value form runs from the centre)
+    LK.hull(c, C, np.minimum(rl, 0.0), np.maximum(rh, 0.0), xl, xh)
     X = Interval(xl, xh)
     scale = 1e-12 * (1.0 + np.abs(c)) + 1e-300
     B, good = _apriori(jets, j, X, H, scale)
