@@ -1,13 +1,16 @@
-"""``certified bench flow``: the tanh ensemble (validated Taylor, compiled float64 kernels) and
-the ReLU ensembles (vectorised engine; region engine with certificates), each against float64
-RK4 or the float64 version of the same algorithm, in the same run.
+"""``certified bench flow``: the tanh ensemble and the expression fields of the flow-engine
+issue (validated Taylor with QR-Lohner sets, compiled float64 kernels; CAPD's figures quoted
+for comparison) and the ReLU ensembles (vectorised engine; region engine with certificates),
+each against a float64 computation of the same thing measured in the same run.
 """
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
-from certified.commands.records import Benchmark, compare
+from certified.commands.records import Benchmark, best_seconds, compare
 
 __all__ = ["bench_flow"]
 
@@ -26,9 +29,35 @@ def _tanh_rk4(Ws, As, bs, tau, X0, steps):
     return x
 
 
+# CAPD 6.1 (order 20), measured on this machine by the flow-engine issue (issue 10): not rerun here
+CAPD = {
+    "lorenz T=1": (7.9e-3, 6.6e-12),
+    "lorenz T=10": (75e-3, 2.2e-7),
+    "vanderpol T=7": (8.8e-3, 3.5e-13),
+}
+
+
+def _same_steps(problem, X0, res):
+    """The float64 baseline of a certified run: its Taylor steps without enclosures."""
+    from certified.flow.float_taylor import float_taylor_flow
+
+    return lambda: float_taylor_flow(problem, X0, res.hints["steps"], res.hints["order"])
+
+
 def bench_flow(quick: bool = False) -> list[Benchmark]:
-    """The tanh ensemble of the flow issue: d = 3, p = 8, four pieces of 1/4, N = 1000."""
-    from certified.flow.smooth import smooth_flow
+    """The tanh ensemble (d = 3, p = 8, four pieces of 1/4, N = 1000), the expression fields of
+    the flow-engine issue against CAPD's figures (Lorenz, Van der Pol; 1,000 Lorenz points; a
+    Lorenz box; 128 bits), then the ReLU ensembles."""
+    out = [_bench_tanh(quick)]
+    out.extend(_bench_fields(quick))
+    out.extend(_bench_relu(quick))
+    return out
+
+
+def _bench_tanh(quick: bool) -> Benchmark:
+    from certified.fields import neural_field
+    from certified.flow.api import enclose_flow
+    from certified.models import Schedule
 
     rng = np.random.default_rng(7)
     Ws, As, bs = [], [], []
@@ -39,30 +68,169 @@ def bench_flow(quick: bool = False) -> list[Benchmark]:
     X0 = rng.uniform(-1, 1, (1000, 3))
     if quick:
         X0 = X0[:100]
+    schedule = Schedule.from_json(
+        {
+            "dimension": 3,
+            "activation": "tanh",
+            "pieces": [
+                {"duration": "1/4", "W": W.tolist(), "A": A.tolist(), "b": b.tolist()}
+                for W, A, b in zip(Ws, As, bs, strict=True)
+            ],
+        }
+    )
     reps = 1 if quick else 3
     result = {}
 
     def certified_run():
-        result["r"] = smooth_flow(Ws, As, bs, ["1/4"] * 4, X0, order=20, max_step="1/32")
+        result["r"] = enclose_flow(schedule, X0)
 
-    # float64 RK4 with 256 steps per piece: error about 1e-13 here (reported below)
     b = compare(
-        f"tanh ensemble N={len(X0)}, d=3, p=8, 4 pieces (certified)",
+        f"tanh ensemble N={len(X0)}, d=3, p=8, 4 pieces (certified, Taylor-Lohner, 53 bits)",
         certified_run,
         "float64 RK4, 256 steps/piece",
         lambda: _tanh_rk4(Ws, As, bs, 0.25, X0, 256),
         reps,
     )
     res = result["r"]
+    same = _same_steps(neural_field(schedule), X0, res)
+    same_seconds = best_seconds(same, reps)
     x = _tanh_rk4(Ws, As, bs, 0.25, X0, 256)
     extra = dict(b.extra)
     extra.update(
         certified_points=len(X0) if res.status.value == "success" else 0,
         max_width=res.max_width(),
+        steps=sum(len(s) for s in res.hints.get("steps", [])),
         float_max_deviation=float(np.max(np.abs(x - res.final.mid()))),
+        same_taylor_steps_float64_seconds=same_seconds,
+        ratio_to_same_taylor_steps=b.seconds / same_seconds,
+        ratio_to_same_taylor_steps_target=3.0,
     )
-    out = [Benchmark(b.name, b.seconds, b.baseline, b.baseline_seconds, b.ratio, None, extra)]
-    out.extend(_bench_relu(quick))
+    return Benchmark(b.name, b.seconds, b.baseline, b.baseline_seconds, b.ratio, None, extra)
+
+
+def _bench_fields(quick: bool) -> list[Benchmark]:
+    from certified.arith import Interval
+    from certified.fields import lorenz, vanderpol
+    from certified.flow.api import enclose_flow
+    from certified.flow.float_taylor import float_taylor_flow
+    from certified.flow.options import SaveAt
+
+    out = []
+    reps = 1 if quick else 5
+    cases = [
+        ("lorenz T=1", lorenz(), [15.0, 15.0, 36.0], 1),
+        ("vanderpol T=7", vanderpol(), [1.4, 2.4], 7),
+    ]
+    if not quick:
+        cases.insert(1, ("lorenz T=10", lorenz(), [15.0, 15.0, 36.0], 10))
+    for name, field, x0, T in cases:
+        X = np.array([x0])
+        result = {}
+
+        def run(field=field, X=X, T=T, result=result):
+            result["r"] = enclose_flow(field, X, save_at=SaveAt(t1=T))
+
+        run()
+        res = result["r"]
+        seconds, (capd_s, capd_w) = best_seconds(run, reps), CAPD[name]
+        base = best_seconds(_same_steps(field.for_time(T), X, res), reps)
+        out.append(
+            Benchmark(
+                f"{name} from {tuple(x0)} (certified, 53 bits)",
+                seconds,
+                "float64, same Taylor steps",
+                base,
+                seconds / base,
+                None,
+                {
+                    "max_width": res.max_width(),
+                    "steps": sum(len(s) for s in res.hints["steps"]),
+                    "capd_seconds": capd_s,
+                    "capd_width": capd_w,
+                    "ratio_to_capd": seconds / capd_s,
+                    "width_ratio_to_capd": res.max_width() / capd_w,
+                },
+            )
+        )
+    # 1,000 Lorenz points to T = 1 (target <= 0.8 s)
+    rng = np.random.default_rng(1)
+    n = 100 if quick else 1000
+    X = np.array([15.0, 15.0, 36.0]) + rng.uniform(-1, 1, (n, 3))
+    result = {}
+
+    def many():
+        result["r"] = enclose_flow(lorenz(), X, save_at=SaveAt(t1=1))
+
+    seconds = best_seconds(many, 1 if quick else 3)
+    res = result["r"]
+    base = best_seconds(_same_steps(lorenz().for_time(1), X, res), 3)
+    out.append(
+        Benchmark(
+            f"lorenz {n} points in (15, 15, 36) +- 1, T=1 (certified, 53 bits)",
+            seconds,
+            "float64, same Taylor steps",
+            base,
+            seconds / base,
+            None,
+            {
+                "max_width": res.max_width(),
+                "target_seconds": 0.8,
+                "certified_points": n if res.status.value == "success" else 0,
+            },
+        )
+    )
+    # a Lorenz box of radius 1e-4 about (15, 15, 36): enclosure vs 10,000 sampled images
+    c = np.array([15.0, 15.0, 36.0])
+    box = Interval((c - 1e-4)[None, :], (c + 1e-4)[None, :])
+    t0 = time.perf_counter()
+    rb = enclose_flow(lorenz(), box, save_at=SaveAt(t1=1))
+    seconds = time.perf_counter() - t0
+    samples = c + rng.uniform(-1e-4, 1e-4, (1000 if quick else 10_000, 3))
+    samples[:8] = c + 1e-4 * np.array(
+        [[i, j, k] for i in (-1, 1) for j in (-1, 1) for k in (-1, 1)]
+    )
+    t1 = time.perf_counter()
+    images = float_taylor_flow(lorenz().for_time(1), samples, rb.hints["steps"], 20)
+    base = time.perf_counter() - t1
+    spread = images.max(axis=0) - images.min(axis=0)
+    width = rb.final.width_upper()[0]
+    out.append(
+        Benchmark(
+            "lorenz box radius 1e-4 about (15, 15, 36), T=1 (certified, 53 bits)",
+            seconds,
+            f"float64 Taylor, {len(samples)} sampled points",
+            base,
+            seconds / base,
+            None,
+            {
+                "max_width": float(width.max()),
+                "sampled_spread": spread.tolist(),
+                "overestimation": float(np.max(width / spread)),
+                "overestimation_target": 2.0,
+            },
+        )
+    )
+    # 128 bits (arb): Lorenz T = 1, target width <= 1e-20
+    t0 = time.perf_counter()
+    r128 = enclose_flow(lorenz(), np.array([[15.0, 15.0, 36.0]]), save_at=SaveAt(t1=1), prec=128)
+    seconds = time.perf_counter() - t0
+    base = best_seconds(_same_steps(lorenz().for_time(1), np.array([[15.0, 15, 36]]), r128), 3)
+    out.append(
+        Benchmark(
+            "lorenz T=1 from (15, 15, 36) at 128 bits (certified, arb)",
+            seconds,
+            "float64, same Taylor steps",
+            base,
+            seconds / base,
+            None,
+            {
+                "max_width": r128.max_width(),
+                "target_width": 1e-20,
+                "steps": sum(len(s) for s in r128.hints["steps"]),
+                "order": r128.hints["order"],
+            },
+        )
+    )
     return out
 
 
