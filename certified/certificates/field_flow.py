@@ -16,7 +16,8 @@ from flint import arb
 from certified.arith.ball import precision as working_precision
 from certified.arith.exact import fmpq_to_float, to_fmpq
 from certified.certificates.flow import FORMAT_VERSION, exact_number
-from certified.checker.taylor import ReplayError, replay_flow
+from certified.checker.lohner import replay_flow
+from certified.checker.taylor import ReplayError
 from certified.fields.field import PiecewiseField
 from certified.flow.options import InitialSets
 from certified.flow.result import FlowEnclosure, FlowStatus

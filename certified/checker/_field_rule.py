@@ -14,24 +14,21 @@ from typing import Any
 
 import flint
 
-from ._parse import Rejected, array, exact, exact_row, fields, small_integer, string
-from .taylor import ReplayError, parse_field, replay_flow
+from ._parse import (
+    Rejected,
+    array,
+    box_rows,
+    exact,
+    exact_row,
+    fields,
+    small_integer,
+    string,
+    vector,
+)
+from .lohner import replay_flow
+from .taylor import ReplayError, parse_field
 
 MAX_TAYLOR_OPS = 2 * 10**8  # estimated arb operations of a replay (about a minute)
-
-
-def _pairs(value: Any, where: str, n: int, d: int) -> list[list[tuple]]:
-    """n x d x [lo, hi] exact numbers with lo <= hi."""
-    out = []
-    for i, row in enumerate(array(value, where, n)):
-        pairs = []
-        for k, pair in enumerate(array(row, f"{where}[{i}]", d)):
-            lo, hi = exact_row(array(pair, f"{where}[{i}][{k}]", 2), f"{where}[{i}][{k}]")
-            if lo > hi:
-                raise Rejected(f"{where}[{i}][{k}]: lower end exceeds upper end")
-            pairs.append((lo, hi))
-        out.append(pairs)
-    return out
 
 
 def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
@@ -50,12 +47,12 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
         values = exact_row(array(p["parameters"], f"{at}.parameters", len(names), 0), at)
         pieces.append((duration, values))
     if start == "points":
+        rows = array(instance["points"], "instance.points")
         starts = [
-            [(x, x) for x in exact_row(array(row, f"instance.points[{i}]", d), "points")]
-            for i, row in enumerate(array(instance["points"], "instance.points"))
+            [(x, x) for x in vector(r, f"instance.points[{i}]", d)] for i, r in enumerate(rows)
         ]
     else:
-        starts = _pairs(instance["boxes"], "instance.boxes", None, d)
+        starts = box_rows(instance["boxes"], "instance.boxes", None, d)
     n = len(starts)
     time = exact(instance["time"], "instance.time")
     if time != sum((p[0] for p in pieces), flint.fmpq(0)):
@@ -66,7 +63,7 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
     if any(b <= a for a, b in itertools.pairwise(times)) or times[-1] != time:
         raise Rejected("claim.times: must increase strictly and end at instance.time")
     claimed = [
-        _pairs(e, f"claim.enclosures[{k}]", n, d)
+        box_rows(e, f"claim.enclosures[{k}]", n, d)
         for k, e in enumerate(array(claim["enclosures"], "claim.enclosures", len(times)))
     ]
 
@@ -90,7 +87,7 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
     raw_boxes = array(hints["boxes"], "hints.boxes", len(pieces))
     boxes = [
         [
-            _pairs(b, f"hints.boxes[{j}][{s}]", n, d)
+            box_rows(b, f"hints.boxes[{j}][{s}]", n, d)
             for s, b in enumerate(array(raw_boxes[j], f"hints.boxes[{j}]", len(steps[j])))
         ]
         for j in range(len(pieces))

@@ -317,3 +317,17 @@ def string(value: Any, where: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         raise Rejected(f"{where}: {show(value)} is not one of {', '.join(allowed)}")
     return value
+
+
+def box_rows(value: Any, where: str, n: int | None, d: int) -> list[list[tuple]]:
+    """N x d x [lo, hi] exact numbers with lo <= hi."""
+    boxes = []
+    for i, point in enumerate(array(value, where, n)):
+        box = []
+        for k, pair in enumerate(array(point, f"{where}[{i}]", d)):
+            lo, hi = vector(pair, f"{where}[{i}][{k}]", 2)
+            if lo > hi:
+                raise Rejected(f"{where}[{i}][{k}]: lower end exceeds upper end")
+            box.append((lo, hi))
+        boxes.append(box)
+    return boxes

@@ -30,6 +30,7 @@ from ._parse import (
     MAX_REPLAY_COST,
     Rejected,
     array,
+    box_rows,
     exact,
     fields,
     matrix,
@@ -110,20 +111,6 @@ def _laminar_box(box: list[tuple], piece: Piece, a: Vector) -> list[tuple]:
     return [(box[k][0] + min(f[k] for f in F), box[k][1] + max(f[k] for f in F)) for k in range(d)]
 
 
-def _boxes(value: Any, where: str, n: int | None, d: int) -> list[list[tuple]]:
-    """N x d x [lo, hi] exact numbers with lo <= hi."""
-    boxes = []
-    for i, point in enumerate(array(value, where, n)):
-        box = []
-        for k, pair in enumerate(array(point, f"{where}[{i}]", d)):
-            lo, hi = vector(pair, f"{where}[{i}][{k}]", 2)
-            if lo > hi:
-                raise Rejected(f"{where}[{i}][{k}]: lower end exceeds upper end")
-            box.append((lo, hi))
-        boxes.append(box)
-    return boxes
-
-
 def _claim(claim: Any, n: int, d: int) -> tuple[list[Vector] | None, list[list[tuple]] | None]:
     """The claimed images (N x d) or enclosures (N x d x [lo, hi]); exactly one is given."""
     if (
@@ -134,7 +121,7 @@ def _claim(claim: Any, n: int, d: int) -> tuple[list[Vector] | None, list[list[t
         raise Rejected("claim: expected an object with exactly one field, 'images' or 'enclosures'")
     if "images" in claim:
         return matrix(claim["images"], "claim.images", n, d), None
-    return None, _boxes(claim["enclosures"], "claim.enclosures", n, d)
+    return None, box_rows(claim["enclosures"], "claim.enclosures", n, d)
 
 
 def check_flow_v1(instance: Any, claim: Any, hints: Any) -> str:
@@ -164,7 +151,7 @@ def check_flow_v1(instance: Any, claim: Any, hints: Any) -> str:
     if start == "points":
         points = matrix(instance["points"], "instance.points", None, d)
     else:
-        points = _boxes(instance["boxes"], "instance.boxes", None, d)
+        points = box_rows(instance["boxes"], "instance.boxes", None, d)
     n = len(points)
     time = exact(instance["time"], "instance.time")
     total = sum((p.duration for p in pieces), _ZERO)

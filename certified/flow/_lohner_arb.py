@@ -9,7 +9,8 @@ from flint import arb, fmpq
 
 from certified.arith import Interval
 from certified.arith.ball import precision
-from certified.checker.taylor import LohnerSet, ReplayError, field_jets, lohner_step
+from certified.checker.lohner import LohnerSet, lohner_step
+from certified.checker.taylor import ReplayError, field_jets
 from certified.fields.field import PiecewiseField
 from certified.flow.options import InitialSets
 

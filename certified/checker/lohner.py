@@ -1,0 +1,143 @@
+"""The validated Taylor step with QR-Lohner sets, in arb (public: producers use it as the
+reference and to compute the claims the checker will replay).
+
+A set is ``x^ + C r`` (proofs/bounds.md#lohner). A step of length h with a priori box B:
+Picard ``X + [0, h] f(B) inside B`` (#picard); ``y = Phi_h(x^)`` in the order-K Taylor
+polynomial plus ``x_K(B) h^K`` (#taylor-step); ``J = DPhi_h(X)`` in the order-m variational
+polynomial plus ``V_m(B, V_B) h^m``, ``V_B = I + [-e, e]``, ``e = exp(L h) - 1``,
+``L >= |Df(B)|_inf`` (#variational); then ``x^' = mid(y)``, ``C'`` the orthonormalised
+``mid(J C)`` and ``r' = (C'^-1 J C) r + C'^-1 (y - x^')``.
+"""
+
+from __future__ import annotations
+
+from flint import arb, arb_mat, fmpq
+
+from .taylor import ReplayError, field_jets
+
+__all__ = ["LohnerSet", "lohner_step", "replay_flow"]
+
+_ZERO = arb(0)
+
+
+class LohnerSet:
+    """``centre + C r``: centre (d exact balls), C (d x d arb_mat, exact entries), r (d x 1
+    arb_mat of balls, the box of coefficients)."""
+
+    __slots__ = ("C", "centre", "r")
+
+    def __init__(self, centre: list[arb], C: arb_mat, r: arb_mat) -> None:
+        self.centre, self.C, self.r = centre, C, r
+
+    @classmethod
+    def box(cls, lo: list[fmpq], hi: list[fmpq]) -> LohnerSet:
+        """The box [lo, hi] (a point when lo == hi) as centre + I r (an inexact centre is
+        replaced by its midpoint and its radius moved into r)."""
+        d = len(lo)
+        mids = [arb((a + b) / 2) for a, b in zip(lo, hi, strict=True)]
+        rad = [arb((b - a) / 2) + (c - c.mid()) for a, b, c in zip(lo, hi, mids, strict=True)]
+        r = arb_mat([[arb(0, abs(q).upper())] for q in rad])
+        return cls([arb(c.mid()) for c in mids], arb_mat([[int(i == j) for j in range(d)]
+                                                          for i in range(d)]), r)  # fmt: skip
+
+    def hull(self, with_centre: bool = False) -> list[arb]:
+        """Balls containing the set (and its centre if asked: the mean value form of a step
+        runs over segments from the centre, proofs/bounds.md#lohner)."""
+        r = self.r
+        if with_centre:
+            r = arb_mat([[r[i, 0].union(_ZERO)] for i in range(r.nrows())])
+        Cr = self.C * r
+        return [self.centre[i] + Cr[i, 0] for i in range(len(self.centre))]
+
+
+def _poly(coefs: list[arb], h: arb) -> arb:
+    out = coefs[-1]
+    for c in reversed(coefs[:-1]):
+        out = out * h + c
+    return out
+
+
+def _orthonormal(M: arb_mat, order: list[int]) -> arb_mat | None:
+    """Exact midpoints of Gram-Schmidt on the columns of M in the given order."""
+    d, Q = M.nrows(), {}
+    for c in order:
+        v = [M[r, c] for r in range(d)]
+        for q in Q.values():
+            dot = sum((a * b for a, b in zip(q, v, strict=True)), _ZERO)
+            v = [x - dot * y for x, y in zip(v, q, strict=True)]
+        n = sum((x * x for x in v), _ZERO).sqrt()
+        if not n > 0:
+            return None
+        Q[c] = [x / n for x in v]
+    return arb_mat([[Q[c][r] for c in range(d)] for r in range(d)]).mid()
+
+
+def lohner_step(field, params, S: LohnerSet, h: fmpq, box, K: int, m: int) -> LohnerSet:
+    """One step of length h from S with the a priori box ``box`` (d exact pairs); Taylor order
+    K, variational order m. Raises ReplayError (Picard, domain, singular basis).
+
+    Guarantee: the returned set contains Phi_h(x) for every x in S.
+    """
+    d, hb = field.dimension, arb(h)
+    B = [arb(lo).union(arb(hi)) for lo, hi in box]
+    ident = [[arb(int(i == j)) for j in range(d)] for i in range(d)]
+    df = field_jets(field, params, B, ident, 1, wide=True)[1]  # f(B) and Df(B)
+    X = S.hull(with_centre=True)
+    for j in range(d):
+        lo = X[j].lower() + hb * min(_ZERO, df[j][0].lower())
+        hi = X[j].upper() + hb * max(_ZERO, df[j][0].upper())
+        if not (lo.lower() >= arb(box[j][0]) and hi.upper() <= arb(box[j][1])):
+            raise ReplayError(f"the Picard inclusion fails in coordinate {j}")
+    L = max(sum((abs(g) for g in df[i][1:]), _ZERO).upper() for i in range(d))
+    e = (arb((arb(L) * hb).exp().upper()) - 1).upper()
+    VB = [[ident[i][j] + arb(0, e) for j in range(d)] for i in range(d)]
+    rem = field_jets(field, params, B, None, K)[K]
+    at = field_jets(field, params, S.centre, None, K - 1)
+    # the increment y - x^ = sum_{k>=1} x_k h^k: rounding errors scale with it, not with x^
+    inc = [hb * _poly([at[k][i][0] for k in range(1, K)] + [rem[i][0]], hb) for i in range(d)]
+    vrem = field_jets(field, params, B, VB, m, wide=True)[m]
+    vx = field_jets(field, params, X, ident, m - 1, wide=True)
+    J = arb_mat([[_poly([vx[k][i][1 + j] for k in range(m)] + [vrem[i][1 + j]], hb)
+                  for j in range(d)] for i in range(d)])  # fmt: skip
+    A = J * S.C
+    centre = [arb((c + v.mid()).mid()) for c, v in zip(S.centre, inc, strict=True)]
+    z = arb_mat([[(S.centre[i] - centre[i]) + inc[i]] for i in range(d)])
+    size = [sum((A[r, c] * A[r, c] for r in range(d)), _ZERO).mid() * S.r[c, 0].rad()
+            for c in range(d)]  # fmt: skip
+    C = _orthonormal(A.mid(), sorted(range(d), key=lambda c: -size[c]))  # longest edge first
+    try:
+        Ci = C.inv() if C is not None else None
+    except ZeroDivisionError:
+        Ci = None
+    if Ci is None:
+        raise ReplayError("the new basis C is singular")
+    return LohnerSet(centre, C, (Ci * A) * S.r + Ci * z)
+
+
+def replay_flow(field, pieces, starts, steps, boxes, K: int, m: int, times) -> list:
+    """Enclosures at each of ``times`` (exact, ends of steps) of the flow of ``field`` with
+    ``pieces`` ((duration, parameter balls)) from the boxes ``starts`` (per set, d exact pairs),
+    replaying ``steps`` (per piece, step lengths summing exactly to its duration) with the a
+    priori ``boxes`` (per piece, step, set: d pairs), at the caller's ``flint.ctx.prec``.
+    Returns ``out[k][i]``, d balls; raises ReplayError naming the piece, step and set.
+
+    Guarantee: encloses (proofs/checker_soundness.md#taylor-lohner).
+    """
+    sets = [LohnerSet.box([a for a, _ in s], [b for _, b in s]) for s in starts]
+    out, t, pending = [], fmpq(0), list(times)
+    for j, (duration, params) in enumerate(pieces):
+        if sum(steps[j], fmpq(0)) != duration or not all(h > 0 for h in steps[j]):
+            raise ReplayError(f"piece {j}: the steps are not positive or do not sum to {duration}")
+        for s, h in enumerate(steps[j]):
+            for i, S in enumerate(sets):
+                try:
+                    sets[i] = lohner_step(field, params, S, h, boxes[j][s][i], K, m)
+                except ReplayError as exc:
+                    raise ReplayError(f"piece {j}, step {s}, set {i}: {exc}") from None
+            t += h
+            while pending and pending[0] == t:
+                out.append([S.hull() for S in sets])
+                pending.pop(0)
+    if pending:
+        raise ReplayError(f"time {pending[0]} is not the end of a step")
+    return out
