@@ -166,3 +166,44 @@ def test_the_checker_imports_only_itself_stdlib_and_flint():
                     assert target.startswith("certified.checker"), f"{name} imports {target}"
                 else:
                     assert top in allowed, f"{name} imports {target}"
+
+
+def _private_checker_names(name: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """What ``node`` (in module ``name``) imports of the checker under a ``_``-prefixed name."""
+    if isinstance(node, ast.Import):
+        paths = [alias.name for alias in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            package = name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
+            package = package.rsplit(".", node.level - 1)[0]
+            base = f"{package}.{base}" if base else package
+        paths = [f"{base}.{alias.name}" for alias in node.names]
+    inside = [p for p in paths if p == "certified.checker" or p.startswith("certified.checker.")]
+    return [p for p in inside if any(part.startswith("_") for part in p.split(".")[2:])]
+
+
+def test_no_producer_imports_a_private_name_of_the_checker():
+    # design.md: "no producer imports a private name of the checker". What producers need is
+    # re-exported by certified/checker/__init__.py (or lives in a public checker module).
+    bad = []
+    for name, path in MODULES.items():
+        if name == "certified.checker" or name.startswith("certified.checker."):
+            continue
+        for node in _all_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            bad += [f"{name}:{node.lineno}: {p}" for p in _private_checker_names(name, node)]
+    assert not bad, "private checker names imported outside the checker: " + "; ".join(bad)
+
+
+def test_a_private_checker_import_would_be_found():
+    def found(source: str, module: str = "certified.moments.separation") -> list[str]:
+        return _private_checker_names(module, ast.parse(source).body[0])
+
+    assert found("from certified.checker._parse import exact")
+    assert found("from certified.checker import _gc_paused")
+    assert found("import certified.checker._cli")
+    assert found("from ..checker import _separation_rule")
+    assert found("from certified.checker.taylor import _helper")
+    assert not found("from certified.checker import check_file, gc_paused")
+    assert not found("from certified.checker.taylor import replay_flow")
+    assert not found("from certified.arith import _private")

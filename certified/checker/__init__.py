@@ -22,9 +22,10 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO
 
 from ._interpolation_rule import check_interpolation_v1
 from ._lipschitz_rule import check_lipschitz_v1
@@ -41,7 +42,7 @@ from ._parse import (
     load_json,
     show,
 )
-from ._separation_rule import check_separation_v1
+from ._separation_rule import MAX_SEPARATION_COST, check_separation_v1, gradient_coordinate
 from ._wasserstein_rule import check_wasserstein_v1
 from .flow import check_flow_v1
 
@@ -53,11 +54,15 @@ __all__ = [
     "MAX_EXPONENT",
     "MAX_HEIGHT_BITS",
     "MAX_REPLAY_COST",
+    "MAX_SEPARATION_COST",
     "MAX_TOKENS",
     "Verdict",
     "check_bytes",
     "check_certificate",
     "check_file",
+    "check_paths",
+    "gc_paused",
+    "gradient_coordinate",
 ]
 
 KINDS = {
@@ -119,7 +124,7 @@ def check_certificate(obj: Any) -> Verdict:
     Guarantee: ``verified`` implies the statement of ``proofs/semantics.md`` for the kind.
     """
     try:
-        with _gc_paused():
+        with gc_paused():
             kind, summary = _check(obj)
         return Verdict(True, kind, summary)
     except Rejected as exc:
@@ -131,9 +136,9 @@ def check_certificate(obj: Any) -> Verdict:
 
 
 @contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    # a certificate holds millions of acyclic objects; the cyclic collector's passes over them
-    # are pure overhead (a third of the time on a 200 MB file). Restored on every exit.
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside the block (restored on every exit): a certificate
+    holds millions of acyclic objects, and the collector's passes over them are pure overhead."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -148,7 +153,7 @@ def check_bytes(data: bytes) -> Verdict:
 
     Guarantee: ``verified`` implies the statement of ``proofs/semantics.md`` for the kind.
     """
-    with _gc_paused():
+    with gc_paused():
         try:
             obj = load_json(data)
         except Rejected as exc:
@@ -172,3 +177,39 @@ def check_file(path: str | os.PathLike[str]) -> Verdict:
     with open(path, "rb") as f:
         data = f.read(MAX_BYTES + 1)
     return check_bytes(data)
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}
+
+
+def _one_line(text: str) -> str:
+    """``text`` as printable ASCII on one line (escapes for control and non-ASCII chars)."""
+    return text.encode("ascii", "backslashreplace").decode("ascii").translate(_CONTROL)
+
+
+def _verdict_line(name: str, verdict: Verdict) -> str:
+    """The output line of one file."""
+    if verdict.verified:
+        return f"VERIFIED {verdict.kind} {_one_line(name)}"
+    return f"REJECTED {_one_line(name)}: {_one_line(verdict.reason)}"
+
+
+def check_paths(paths: list[str], out: TextIO) -> int:
+    """Check each file, print its line on ``out`` (``_cli.py`` gives the format), return the exit
+    status. On a terminal, standard error shows which file is being checked."""
+    status = 0
+    tty = sys.stderr.isatty()
+    for path in paths:
+        if tty:
+            print(f"checking {_one_line(path)} ...", file=sys.stderr, flush=True)
+        try:
+            verdict = check_file(path)
+        except OSError as exc:
+            reason = _one_line(exc.strerror or type(exc).__name__)
+            print(f"REJECTED {_one_line(path)}: I/O error: {reason}", file=out, flush=True)
+            status = 2
+            continue
+        print(_verdict_line(path, verdict), file=out, flush=True)
+        if not verdict.verified:
+            status = max(status, 1)
+    return status

@@ -15,42 +15,7 @@ import argparse
 import sys
 from typing import TextIO
 
-from . import Verdict, check_file
-
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}
-
-
-def one_line(text: str) -> str:
-    """``text`` as printable ASCII on one line (escapes for control and non-ASCII chars)."""
-    return text.encode("ascii", "backslashreplace").decode("ascii").translate(_CONTROL)
-
-
-def verdict_line(name: str, verdict: Verdict) -> str:
-    """The output line of one file."""
-    if verdict.verified:
-        return f"VERIFIED {verdict.kind} {one_line(name)}"
-    return f"REJECTED {one_line(name)}: {one_line(verdict.reason)}"
-
-
-def check_paths(paths: list[str], out: TextIO) -> int:
-    """Check each file, print its line on ``out``, return the exit status. On a terminal,
-    standard error shows which file is being checked (large files take seconds)."""
-    status = 0
-    tty = sys.stderr.isatty()
-    for path in paths:
-        if tty:
-            print(f"checking {one_line(path)} ...", file=sys.stderr, flush=True)
-        try:
-            verdict = check_file(path)
-        except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            print(f"REJECTED {one_line(path)}: I/O error: {one_line(reason)}", file=out, flush=True)
-            status = 2
-            continue
-        print(verdict_line(path, verdict), file=out, flush=True)
-        if not verdict.verified:
-            status = max(status, 1)
-    return status
+from . import check_paths
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:

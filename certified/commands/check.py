@@ -19,6 +19,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check each file; 0 all verified, 1 some rejected, 2 some file unreadable."""
-    from certified.checker._cli import check_paths
+    from certified.checker import check_paths
 
     return check_paths(args.files, sys.stdout)

@@ -15,7 +15,7 @@ import numpy as np
 
 # millions of fmpq objects: the cyclic collector's passes are pure overhead here (the checker
 # pauses it the same way while checking; one helper, kept inside the independent checker)
-from certified.checker import _gc_paused
+from certified.checker import gc_paused
 
 __all__ = ["bench_interpolation"]
 
@@ -54,7 +54,7 @@ def bench_interpolation(quick: bool = False) -> list:
     rng = np.random.default_rng(240109902)
     X, Y = rng.random((N, d)), rng.random((N, d))
     out = []
-    with _gc_paused():
+    with gc_paused():
         interp, t_construct = _timed(lambda: construct_interpolation(X, Y, p))
         verdict, t_verify = _timed(lambda: verify_interpolation(X, Y, interp.schedule))
         spans = [tuple(h["pieces"]) for h in interp.hints["phases"]]

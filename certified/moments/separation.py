@@ -28,8 +28,7 @@ import flint
 
 from certified.arith.ball import check_precision, endpoints, precision
 from certified.certificates import exact_number
-from certified.checker import check_certificate
-from certified.checker._separation_rule import MAX_SEPARATION_COST
+from certified.checker import MAX_SEPARATION_COST, check_certificate
 from certified.errors import PrecisionError, ShapeError
 from certified.moments.measure import (
     discrete_measure,

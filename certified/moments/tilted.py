@@ -25,7 +25,7 @@ import numpy as np
 
 from certified.arith.ball import check_precision, endpoints, precision
 from certified.arith.exact import to_fmpq
-from certified.checker._separation_rule import gradient_coordinate
+from certified.checker import gradient_coordinate
 from certified.errors import InputError, ShapeError
 from certified.moments.measure import cumulants_from_moments, discrete_measure
 
