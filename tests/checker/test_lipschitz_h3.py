@@ -304,7 +304,7 @@ def test_forged_hints_are_rejected(h3_verified, h3_forced_refutation):
 
 def test_broken_checkers_are_caught(h3_verified, monkeypatch):
     """The rule has teeth: without the recomputed pushed atoms it accepts a false claim."""
-    import certified.checker._lipschitz_h3_rule as rule
+    import certified.checker._lipschitz_rule as rule
 
     loose = _set(h3_verified, ("claim", "lhs_upper"), "1/100")
     assert not claim_is_true(loose) and not check_certificate(loose).verified
