@@ -63,4 +63,25 @@ def demo_checks() -> list[DemoCheck]:
         certificates = {file: cert} if ok else {}
         name = f"{name} (certificate re-checked)"
         out.append(DemoCheck(name, ok, res.max_width(), detail, certificates))
+    out.append(_lorenz_check())
     return out
+
+
+def _lorenz_check() -> DemoCheck:
+    """An expression field (Lorenz, sigma = 10, rho = 28, beta = 8/3) from two points to T = 1,
+    certified by the generic rule of the checker (the field travels as data)."""
+    import numpy as np
+
+    from certified.checker import check_certificate
+    from certified.fields import lorenz
+    from certified.flow.api import enclose_flow, flow_certificate_for
+    from certified.flow.options import SaveAt
+
+    points = np.array([[15.0, 15.0, 36.0], [1.0, 2.0, 3.0]])
+    res = enclose_flow(lorenz(), points, save_at=SaveAt(t1=1))
+    cert = flow_certificate_for(lorenz(), points, res) if res.status.value == "success" else None
+    verdict = check_certificate(cert) if cert is not None else None
+    ok = verdict is not None and verdict.verified
+    detail = verdict.reason if verdict is not None else res.message
+    name = "Lorenz field, 2 points, T = 1 (certificate re-checked)"
+    return DemoCheck(name, ok, res.max_width(), detail, {"lorenz_flow.json": cert} if ok else {})
