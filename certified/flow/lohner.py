@@ -26,31 +26,29 @@ __all__ = ["lohner_flow"]
 
 
 class _Jets:
-    """Taylor coefficients of the field over boxes for all sets, float64 intervals."""
+    """Taylor coefficients of the field over boxes for all sets, float64 intervals; a set
+    whose box is not finite (an enclosure that blew up) gets a failed status, not an error."""
 
     def __init__(self, problem: PiecewiseField) -> None:
-        self.field = problem.field.expression
-        self.values = [p.values for p in problem.pieces]
-        try:
-            from certified.arith.taylor import compile_tape
+        from certified.arith.taylor import compile_tape, parameter_intervals
 
-            self.tape = compile_tape(problem.field.expression)
-        except ImportError:
-            self.tape = None
-        self.params: list[tuple[np.ndarray, np.ndarray]] = []
-        for piece in problem.pieces:
-            lo = np.array([fmpq_to_float(v, "down") for v in piece.values], dtype=float)
-            hi = np.array([fmpq_to_float(v, "up") for v in piece.values], dtype=float)
-            self.params.append((lo, hi))
+        self.tape = compile_tape(problem.field.expression)
+        self.params = [parameter_intervals(p.values) for p in problem.pieces]
 
     def __call__(self, j: int, xl, xh, order: int, sl=None, sh=None):
-        try:
-            from certified.arith.taylor import jets_float64
-        except ImportError:
-            return _arb_jets(self.field, self.values[j], xl, xh, order, sl, sh)
+        from certified.arith.taylor import jets_float64
+
         pl, ph = self.params[j]
+        bad = ~(np.all(np.isfinite(xl), axis=1) & np.all(np.isfinite(xh), axis=1))
+        if sl is not None:
+            bad |= ~np.all(np.isfinite(sl) & np.isfinite(sh), axis=(1, 2))
+        if bad.any():
+            xl, xh = np.where(bad[:, None], 0.0, xl), np.where(bad[:, None], 0.0, xh)
+            if sl is not None:
+                sl = np.where(bad[:, None, None], 0.0, sl)
+                sh = np.where(bad[:, None, None], 0.0, sh)
         lo, hi, status = jets_float64(self.tape, pl, ph, xl, xh, sl, sh, order=order)
-        return lo, hi, status
+        return lo, hi, np.where(bad, 1, status)
 
 
 def _step_size(coefs: np.ndarray, c: np.ndarray, K: int, tol: float) -> float:
@@ -143,6 +141,8 @@ def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m: int, at, tol=None):
     dlo, dhi, st3 = jets(j, B.lo, B.hi, 1, eye, eye)
     Df = Interval(dlo[1, :, :, 1:], dhi[1, :, :, 1:])
     L = np.max(np.sum(np.maximum(np.abs(Df.lo), np.abs(Df.hi)), axis=2), axis=1)
+    blown = ~np.isfinite(L) | (L * hh > 700)  # an a priori box too wide to bound V on
+    L = np.where(blown, 0.0, L)
     e = iv.expm1(Interval(L) * Interval(np.full(n, hh))).hi
     e3 = np.broadcast_to(e[:, None, None], (n, d, d))
     vlo, vhi, st4 = jets(j, B.lo, B.hi, m, eye - e3, eye + e3)
@@ -172,7 +172,9 @@ def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m: int, at, tol=None):
         ok,
     )
     status = st1 | st2 | st3 | st4 | st5
-    failed = (ok == 0) | (status != 0) | ~np.all(np.isfinite(rl2) & np.isfinite(rh2), axis=1)
+    failed = (
+        blown | (ok == 0) | (status != 0) | ~np.all(np.isfinite(rl2) & np.isfinite(rh2), axis=1)
+    )
     return (c2, C2, rl2, rh2, B, J), np.flatnonzero(failed)
 
 
@@ -265,6 +267,8 @@ def lohner_flow(
                 if verdict == "ok":
                     break
                 if verdict == "shrink":  # the remainder over B is too large: shorter, then accept
+                    if not info > float(problem.total_time) * 2.0**-40:  # steps underflow
+                        return _failure(saves, n, d, t, np.arange(n), j, tiny=True)
                     new = min(h, _dyadic_floor(0.95 * info))
                     ratio, shrunk = ratio * float(new / h), True
                     h, tol = new, None
@@ -308,9 +312,14 @@ def lohner_flow(
     )
 
 
-def _failure(saves, n, d, t, failed, j, budget=None) -> FlowEnclosure:
+def _failure(saves, n, d, t, failed, j, budget=None, tiny=False) -> FlowEnclosure:
     z = Interval(np.zeros((len(saves), n, d)))
-    if budget is not None:
+    if tiny:
+        msg = (
+            f"piece {j}, time {t}: the steps needed for the remainder fall below 2^-40 of "
+            "the final time: the solution may blow up near there; end the flow earlier"
+        )
+    elif budget is not None:
         msg = (
             f"more than {budget} steps by time {t}: raise StepPolicy.max_steps, or lower "
             "the order's tolerance demands (a larger tolerance takes longer steps)"
@@ -323,43 +332,3 @@ def _failure(saves, n, d, t, failed, j, budget=None) -> FlowEnclosure:
             "there, or the sets are too large: split them, or raise the order"
         )
     return FlowEnclosure(tuple(str(s) for s in saves), z, FlowStatus.STEP_REJECTED, msg)
-
-
-def _arb_jets(field, values, xl, xh, order, sl, sh):  # TEMPORARY development fallback
-    from flint import arb, ctx
-
-    from certified.checker.taylor import ReplayError, field_jets
-
-    n, d = xl.shape
-    g = 0 if sl is None else sl.shape[2]
-    lo = np.zeros((order + 1, n, d, 1 + g))
-    hi = np.zeros((order + 1, n, d, 1 + g))
-    st = np.zeros(n, dtype=np.int64)
-    old = ctx.prec
-    ctx.prec = 53
-    try:
-        params = [arb(v) for v in values]
-        for q in range(n):
-            x0 = [arb(float(xl[q, i])).union(arb(float(xh[q, i]))) for i in range(d)]
-            seeds = (
-                None
-                if g == 0
-                else [
-                    [arb(float(sl[q, i, k])).union(arb(float(sh[q, i, k]))) for k in range(g)]
-                    for i in range(d)
-                ]
-            )
-            try:
-                X = field_jets(field, params, x0, seeds, order)
-            except ReplayError:
-                st[q] = 2
-                continue
-            for k in range(order + 1):
-                for i in range(d):
-                    for gg in range(1 + g):
-                        b = X[k][i][gg]
-                        lo[k, q, i, gg] = float(b.lower()) - abs(float(b.lower())) * 2**-50 - 1e-300
-                        hi[k, q, i, gg] = float(b.upper()) + abs(float(b.upper())) * 2**-50 + 1e-300
-    finally:
-        ctx.prec = old
-    return lo, hi, st
