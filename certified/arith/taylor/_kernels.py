@@ -1,14 +1,19 @@
 """Compiled interpreter of a Taylor tape: the coefficients of x' = f(x), as duals, in float64
-interval arithmetic, for many initial points.
+midpoint-radius (ball) arithmetic, for many initial points at once.
 
 Same recurrences as :func:`certified.checker.taylor.field_jets` (the reference, in arb);
-proof: proofs/bounds.md#taylor-ad. Storage per call (reused for every point): ``S[node, k, q]``
-(coefficient k, dual component q: 0 the value, 1..g the derivatives along the seeds) and
-``Z[row, k, q]`` for the auxiliary series, as separate lower and upper endpoint arrays.
+proof: proofs/bounds.md#taylor-ad (the recurrences) and #taylor-ball (the arithmetic).
 
-Sums of products (the series convolutions) are accumulated in round-to-nearest and closed by
-one a posteriori error bound (:func:`_close`), not by rounding every partial sum outward: the
-products' dependency chain is then one addition long, which is what makes order 20 cheap.
+Layout: ``M[k, row, q, p]`` (midpoints), ``R[...]`` (radii) and ``H[...]`` (the high halves of
+the Veltkamp splits of the midpoints, for Dekker's exact products), coefficient k, dual
+component q (0 the value, 1..g the derivatives along the seeds), point p. Rows: the nodes, the
+auxiliary series, one scratch row, the constant 1 and the coordinates of the solution.
+
+The interpreter loops over orders, then nodes, then points: the dispatch on the node's
+operation is paid once per node and order for a block of points, and the innermost loops run
+over contiguous points (the compiler vectorises them). Midpoints are rounded to nearest and
+their rounding errors are computed exactly (TwoSum, Dekker's TwoProduct), so an operation
+whose result is representable adds no radius; radii are upper bounds (#taylor-ball).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, uint64
 
 from certified.arith._kernels import (
     BROKEN,
@@ -46,394 +51,539 @@ ADD, SUB, MUL, DIV, SUM, LSE = range(12, 18)
 
 __all__ = ["tape_jets"]
 
-# Helpers that only read and write the work array are compiled without the reference-counting
-# runtime: with it, each compiled call passing an array costs atomic reference-count updates
-# (measured ~25 ns a call, more than a whole low-order coefficient of a small node).
+# Helpers that only read and write the work arrays are compiled without the reference-counting
+# runtime (each compiled call passing arrays would otherwise pay atomic reference counts).
 _helper = njit(cache=True, error_model="numpy", _nrt=False)
 
+SPLIT = 134217729.0  # 2^27 + 1: Veltkamp's splitting constant for binary64
+TINY = 2.0**-480  # every stored |midpoint| and radius is 0 or >= TINY (#taylor-ball, "floor")
+EXACT_MIN = 2.0**-900  # below it the exactness test of a quotient is not used
+BLOCK = 64  # points per block: the work arrays of a block stay in cache
 
-# --- scalar interval helpers ----------------------------------------------------------------
-
-
-@kernel
-def _lt(a, b):
-    """min of two non-NaN doubles as one compare-and-select (the builtin also handles NaN,
-    with branches that mispredict in the convolutions; NaN cannot occur: products of finite
-    endpoints are finite or infinite, and an infinite coefficient stops the point)."""
-    return a if a < b else b
+# accumulator rows: midpoint sum, exact-error sum, their absolute values, radius sum
+_S, _E, _A, _P = range(4)
 
 
-@kernel
-def _gt(a, b):
-    return a if a > b else b
+# --- scalar ball helpers ----------------------------------------------------------------------
 
 
 @kernel
-def _pmul(al, ah, bl, bh):
-    """Round-to-nearest min and max of the corner products (not outward: for _close)."""
-    p1 = al * bl
-    p2 = al * bh
-    p3 = ah * bl
-    p4 = ah * bh
-    return _lt(_lt(p1, p2), _lt(p3, p4)), _gt(_gt(p1, p2), _gt(p3, p4))
+def _two_sum(a, b):
+    """s + e == a + b exactly (Knuth); proof: proofs/bounds.md#two-sum."""
+    s = a + b
+    z = s - a
+    return s, (a - (s - z)) + (b - z)
 
 
 @kernel
-def _psqr(al, ah):
-    """Round-to-nearest bounds of {x^2 : al <= x <= ah} (not outward: for _close)."""
-    a = al * al
-    b = ah * ah
-    lo = 0.0 if al <= 0.0 <= ah else min(a, b)
-    return lo, max(a, b)
+def _split(a):
+    """The high half of Veltkamp's split of a (26 bits; a - high is the low half)."""
+    c = SPLIT * a
+    return c - (c - a)
 
 
 @kernel
-def _imul(al, ah, bl, bh):
-    """Outward enclosure of [al, ah] * [bl, bh]; proof: proofs/bounds.md#pred-succ."""
-    lo, hi = _pmul(al, ah, bl, bh)
-    return dn(lo), up(hi)
+def _prod_err(a, ah, b, bh, x):
+    """Dekker's TwoProduct: a b - x for x = fl(a b), exact when |x| >= 2^-968 or a b = 0
+    and no intermediate overflows (ah, bh: the splits). proof: proofs/bounds.md#taylor-ball"""
+    al = a - ah
+    bl = b - bh
+    return (((ah * bh - x) + ah * bl) + al * bh) + al * bl
 
 
 @kernel
-def _idiv(al, ah, bl, bh):
-    """Outward enclosure of [al, ah] / [bl, bh] for 0 not in [bl, bh] (checked by callers)."""
-    q1 = al / bl
-    q2 = al / bh
-    q3 = ah / bl
-    q4 = ah / bh
-    return dn(min(min(q1, q2), min(q3, q4))), up(max(max(q1, q2), max(q3, q4)))
+def _add_up(a, b):
+    """An upper bound of a + b, exact when the sum is representable (#two-sum)."""
+    return _sum_dn_up(a, b)[1]
+
+
+@kernel
+def _mul_up(a, b):
+    """An upper bound of a b >= 0 (0 exactly when a factor is 0); proof: #pred-succ."""
+    x = a * b
+    return up(x) if x != 0.0 or (a != 0.0 and b != 0.0) else 0.0
+
+
+@kernel
+def _div_err(y):
+    """A bound of |y - z| when y = fl(z) is a correctly rounded quotient: u|y| + 2 eta
+    (#taylor-ball, lemma "rounding of a quotient")."""
+    return U * abs(y) + 2.0 * ETA
+
+
+@kernel
+def _floor(m, r):
+    """The stored ball (m', r') containing (m, r): |m'| and r' each 0 or >= TINY.
+    proof: proofs/bounds.md#taylor-ball (floor); NaN passes unchanged."""
+    if m != 0.0 and abs(m) < TINY:
+        r = up(r + abs(m))
+        m = 0.0
+    if r > 0.0 and r < TINY:
+        r = TINY
+    return m, r
+
+
+@kernel
+def _from_interval(lo, hi):
+    """A ball containing [lo, hi] (radius 0 for lo == hi)."""
+    m = 0.5 * lo + 0.5 * hi
+    r = max(_add_up(hi, -m), _add_up(m, -lo))
+    return _floor(m, max(r, 0.0))
+
+
+@kernel
+def _to_interval(m, r):
+    """[m - r, m + r] rounded outward (exact when representable)."""
+    return _sum_dn_up(m, -r)[0], _sum_dn_up(m, r)[1]
+
+
+@kernel
+def _stat(s, m, r):
+    """The status after storing (m, r): the first failure of the point is kept."""
+    return s if s != OK or (_finite(m) and _finite(r)) else OVERFLOW
+
+
+# --- rows over a block of points ----------------------------------------------------------------
+
+
+@_helper
+def _put(M, H, R, st, k, i, q, p, m, r):
+    m, r = _floor(m, r)
+    M[k, i, q, p] = m
+    H[k, i, q, p] = _split(m)
+    R[k, i, q, p] = r
+    st[p] = _stat(st[p], m, r)
+
+
+@_helper
+def _copy(M, H, R, ks, s, qs, k, i, q, p0, p1):
+    for p in range(uint64(p0), uint64(p1)):
+        M[k, i, q, p] = M[ks, s, qs, p]
+        H[k, i, q, p] = H[ks, s, qs, p]
+        R[k, i, q, p] = R[ks, s, qs, p]
+
+
+@_helper
+def _addsub(M, H, R, st, ka, a, qa, kb, b, qb, sign, k, i, q, p0, p1):
+    """Row (k, i, q) = a + sign b (sign = +-1): |x + y - m| <= ra + rb + |e| with m + e the
+    exact sum of the midpoints. proof: proofs/bounds.md#taylor-ball (sums)"""
+    F = 1.0 + 8.0 * U  # L = 2 roundings on every leaf
+    for p in range(uint64(p0), uint64(p1)):
+        m, e = _two_sum(M[ka, a, qa, p], sign * M[kb, b, qb, p])
+        r = ((R[ka, a, qa, p] + R[kb, b, qb, p]) + abs(e)) * F
+        m, r = _floor(m, r)
+        M[k, i, q, p] = m
+        H[k, i, q, p] = _split(m)
+        R[k, i, q, p] = r
+        st[p] = _stat(st[p], m, r)
+
+
+@_helper
+def _scale(M, H, R, st, c, v, kv, qv, k, i, q, p0, p1):
+    """Row (k, i, q) = c * v for the constant ball c = (0, c, 0) (one product: its rounding
+    error |f| exactly, plus |m_c| r_v + r_c (|m_v| + r_v)). proof: bounds.md#taylor-ball"""
+    F = 1.0 + 12.0 * U  # L = 4
+    for p in range(uint64(p0), uint64(p1)):
+        a = M[0, c, 0, p]
+        b = M[kv, v, qv, p]
+        x = a * b
+        f = _prod_err(a, H[0, c, 0, p], b, H[kv, v, qv, p], x)
+        ra = R[0, c, 0, p]
+        rb = R[kv, v, qv, p]
+        r = (abs(f) + (abs(a) * rb + ra * (abs(b) + rb))) * F
+        m, r = _floor(x, r)
+        M[k, i, q, p] = m
+        H[k, i, q, p] = _split(m)
+        R[k, i, q, p] = r
+        st[p] = _stat(st[p], m, r)
+
+
+@_helper
+def _neg(M, H, R, ka, a, qa, k, i, q, p0, p1):
+    for p in range(uint64(p0), uint64(p1)):
+        M[k, i, q, p] = -M[ka, a, qa, p]
+        H[k, i, q, p] = -H[ka, a, qa, p]
+        R[k, i, q, p] = R[ka, a, qa, p]
+
+
+# --- accumulated sums of products (the series convolutions) -----------------------------------
+#
+# ACC[_S] is the round-to-nearest sum of the midpoint products, ACC[_E] the sum of their exact
+# rounding errors (TwoSum, TwoProduct), ACC[_A] the sum of the errors' absolute values, ACC[_P]
+# the sum of the propagated radii; _close turns them into a ball. proof: bounds.md#taylor-ball
+
+
+@_helper
+def _acc(ACC, M, H, R, ka, a, qa, kb, b, qb, w, p0, p1):
+    """ACC += w a b for the balls a = (ka, a, qa), b = (kb, b, qb) and an integer w != 0."""
+    aw = abs(w)
+    if aw == 1.0 or aw == 2.0:  # w x and w f are exact
+        for p in range(uint64(p0), uint64(p1)):
+            x = M[ka, a, qa, p]
+            y = M[kb, b, qb, p]
+            t = x * y
+            f = _prod_err(x, H[ka, a, qa, p], y, H[kb, b, qb, p], t)
+            rx = R[ka, a, qa, p]
+            ry = R[kb, b, qb, p]
+            s, e = _two_sum(ACC[_S, p], w * t)
+            ACC[_S, p] = s
+            ACC[_E, p] += e + w * f
+            ACC[_A, p] += abs(e) + aw * abs(f)
+            ACC[_P, p] += aw * (abs(x) * ry + rx * (abs(y) + ry))
+        return
+    for p in range(uint64(p0), uint64(p1)):
+        x = M[ka, a, qa, p]
+        y = M[kb, b, qb, p]
+        t = x * y
+        f = _prod_err(x, H[ka, a, qa, p], y, H[kb, b, qb, p], t)
+        wt = w * t
+        th = _split(t)
+        g = (w * th - wt) + w * (t - th)  # Dekker with w's split (w, 0): w t - wt exactly
+        h = w * f
+        rx = R[ka, a, qa, p]
+        ry = R[kb, b, qb, p]
+        s, e = _two_sum(ACC[_S, p], wt)
+        ACC[_S, p] = s
+        ACC[_E, p] += (e + g) + h
+        ACC[_A, p] += (abs(e) + abs(g)) + abs(h)
+        ACC[_P, p] += aw * (abs(x) * ry + rx * (abs(y) + ry))
+
+
+@_helper
+def _acc_ball(ACC, M, R, k, a, q, sign, p0, p1):
+    """ACC += sign a (sign = +-1)."""
+    for p in range(uint64(p0), uint64(p1)):
+        s, e = _two_sum(ACC[_S, p], sign * M[k, a, q, p])
+        ACC[_S, p] = s
+        ACC[_E, p] += e
+        ACC[_A, p] += abs(e)
+        ACC[_P, p] += R[k, a, q, p]
+
+
+@_helper
+def _close(ACC, n, M, H, R, st, k, i, q, p0, p1):
+    """Row (k, i, q) = the ball of the sum accumulated from n terms; clears ACC.
+    proof: proofs/bounds.md#taylor-ball (lemma "closing a sum")"""
+    G = (6.0 * n + 4.0) * U  # 2 n_E u with n_E = 3 n + 2 error terms
+    F = 1.0 + (2.0 * n + 24.0) * U  # 1 + 2 (L + 2) u with L = n + 10
+    for p in range(uint64(p0), uint64(p1)):
+        m, e = _two_sum(ACC[_S, p], ACC[_E, p])
+        A = ACC[_A, p]
+        t = up(A * G) if A > 0.0 else 0.0
+        r = ((abs(e) + t) + ACC[_P, p]) * F
+        m, r = _floor(m, r)
+        M[k, i, q, p] = m
+        H[k, i, q, p] = _split(m)
+        R[k, i, q, p] = r
+        st[p] = _stat(st[p], m, r)
+        ACC[_S, p] = 0.0
+        ACC[_E, p] = 0.0
+        ACC[_A, p] = 0.0
+        ACC[_P, p] = 0.0
+
+
+@_helper
+def _div_int(M, H, R, st, ks, s, qs, d, k, i, q, p0, p1):
+    """Row (k, i, q) = row (ks, s, qs) / d for an integer-valued 1 <= d < 2^26: the quotient's
+    rounding error is 0 when y d == m exactly (Dekker), else <= u|y| + 2 eta; radii are
+    divided exactly by a power of two, else rounded up. proof: bounds.md#taylor-ball (quotients)"""
+    pow2 = math.frexp(d)[0] == 0.5
+    for p in range(uint64(p0), uint64(p1)):
+        m = M[ks, s, qs, p]
+        rm = R[ks, s, qs, p]
+        y = m / d
+        x = y * d
+        yh = _split(y)
+        f = (yh * d - x) + (y - yh) * d
+        err = 0.0 if (x == m and f == 0.0) else _div_err(y)
+        rq = rm / d
+        r = _add_up(rq if pow2 or rm == 0.0 else up(rq), err)
+        _put(M, H, R, st, k, i, q, p, y, r)
+
+
+@_helper
+def _div_ball(M, H, R, st, ks, s, qs, b, kb, k, i, q, p0, p1):
+    """Row (k, i, q) = row (ks, s, qs) / the ball (kb, b, 0), which must exclude 0 (else the
+    point fails with DOMAIN). |x/z - y| <= err + (r_c + (|y| + err) r_b) / (|m_b| - r_b).
+    proof: proofs/bounds.md#taylor-ball (quotients)"""
+    for p in range(uint64(p0), uint64(p1)):
+        bm = M[kb, b, 0, p]
+        br = R[kb, b, 0, p]
+        den = _sum_dn_up(abs(bm), -br)[0]
+        if not den > 0.0:
+            st[p] = DOMAIN if st[p] == OK else st[p]
+            bm = 1.0
+            den = 1.0
+        c = M[ks, s, qs, p]
+        rc = R[ks, s, qs, p]
+        y = c / bm
+        x = y * bm
+        f = _prod_err(y, _split(y), bm, _split(bm), x)
+        exact = x == c and f == 0.0 and (abs(y) >= EXACT_MIN or c == 0.0)
+        err = 0.0 if exact else _div_err(y)
+        num = _add_up(rc, _mul_up(_add_up(abs(y), err), br))
+        r = _add_up(up(num / den) if num > 0.0 else 0.0, err)
+        _put(M, H, R, st, k, i, q, p, y, r)
+
+
+@_helper
+def _put_interval(M, H, R, st, k, i, q, p, lo, hi):
+    m, r = _from_interval(lo, hi)
+    _put(M, H, R, st, k, i, q, p, m, r)
+
+
+@_helper
+def _interval(M, R, st, k, a, q, p):
+    """[lo, hi] of ball (k, a, q) at point p; (0, 0) for a point that has failed (so that
+    the interval kernels never see garbage)."""
+    if st[p] != OK:
+        return 0.0, 0.0
+    return _to_interval(M[k, a, q, p], R[k, a, q, p])
+
+
+# --- recurrences built from the accumulators ---------------------------------------------------
+
+
+@_helper
+def _dconv(ACC, M, H, R, a, b, k, q, j0, j1, weighted, sign, p0, p1):
+    """ACC += sign sum_{j=j0..j1} w_j (a_j * b_{k-j})[q] (dual product; w_j = j when weighted,
+    else 1); returns the number of terms."""
+    n = 0
+    for j in range(j0, j1 + 1):
+        w = sign * (float(j) if weighted else 1.0)
+        _acc(ACC, M, H, R, j, a, 0, k - j, b, q, w, p0, p1)
+        n += 1
+        if q > 0:
+            _acc(ACC, M, H, R, j, a, q, k - j, b, 0, w, p0, p1)
+            n += 1
+    return n
+
+
+@_helper
+def _sym(ACC, M, H, R, a, k, j0, sign, p0, p1):
+    """ACC += sign sum_{j=j0..k-j0} a_j a_{k-j} (values) by symmetry: twice the products
+    with j < k - j, plus the square of the middle coefficient; returns the number of terms."""
+    n = 0
+    for j in range(j0, (k - 1) // 2 + 1):
+        _acc(ACC, M, H, R, j, a, 0, k - j, a, 0, 2.0 * sign, p0, p1)
+        n += 1
+    if k % 2 == 0 and k // 2 >= j0:
+        _acc(ACC, M, H, R, k // 2, a, 0, k // 2, a, 0, sign, p0, p1)
+        n += 1
+    return n
+
+
+@_helper
+def _dsq(ACC, M, H, R, a, k, q, j0, sign, p0, p1):
+    """ACC += sign 2 sum_{j=j0..k} a_j[0] a_{k-j}[q] (the dual part of a square)."""
+    for j in range(j0, k + 1):
+        _acc(ACC, M, H, R, j, a, 0, k - j, a, q, 2.0 * sign, p0, p1)
+    return max(k - j0 + 1, 0)
+
+
+@_helper
+def _weighted_series(ACC, M, H, R, st, a, b, k, G1, sign, o, p0, p1):
+    """Row (k, o) = sign (1/k) sum_{j=1..k} j (a_j * b_{k-j}): the coefficient k >= 1 of a
+    series whose derivative is sign a' b."""
+    for q in range(G1):
+        n = _dconv(ACC, M, H, R, a, b, k, q, 1, k, True, sign, p0, p1)
+        _close(ACC, n, M, H, R, st, k, o, q, p0, p1)
+        _div_int(M, H, R, st, k, o, q, float(k), k, o, q, p0, p1)
+
+
+@_helper
+def _order0_duals(ACC, M, H, R, st, a, c, sign, G1, i, p0, p1):
+    """Row (0, i, q) = sign a_0[q] c_0 for q >= 1 (chain rule at order 0, c = phi'(a_0))."""
+    for q in range(1, G1):
+        _acc(ACC, M, H, R, 0, a, q, 0, c, 0, sign, p0, p1)
+        _close(ACC, 1, M, H, R, st, 0, i, q, p0, p1)
+
+
+@_helper
+def _mul_node(ACC, M, H, R, st, i, a, b, k, G1, p0, p1):
+    for q in range(G1):
+        n = _dconv(ACC, M, H, R, a, b, k, q, 0, k, False, 1.0, p0, p1)
+        _close(ACC, n, M, H, R, st, k, i, q, p0, p1)
+
+
+@_helper
+def _sqr_node(ACC, M, H, R, st, i, a, k, G1, p0, p1):
+    n = _sym(ACC, M, H, R, a, k, 0, 1.0, p0, p1)
+    _close(ACC, n, M, H, R, st, k, i, 0, p0, p1)
+    for q in range(1, G1):  # (a a)_k[q] = 2 sum_{j=0..k} a_j[0] a_{k-j}[q]
+        n = _dsq(ACC, M, H, R, a, k, q, 0, 1.0, p0, p1)
+        _close(ACC, n, M, H, R, st, k, i, q, p0, p1)
+
+
+@_helper
+def _div_node(ACC, M, H, R, st, i, a, b, cb, k, G1, p0, p1):
+    if cb:
+        for q in range(G1):
+            _div_ball(M, H, R, st, k, a, q, b, 0, k, i, q, p0, p1)
+        return
+    # sum_{j=0..k} (b_j y_{k-j})[q] = a_k[q], solved for y_k[q] (y_k[0] first)
+    for q in range(G1):
+        n = _dconv(ACC, M, H, R, b, i, k, q, 1, k, False, -1.0, p0, p1)
+        if q > 0:  # the term b_0[q] y_k[0]
+            _acc(ACC, M, H, R, 0, b, q, k, i, 0, -1.0, p0, p1)
+            n += 1
+        _acc_ball(ACC, M, R, k, a, q, 1.0, p0, p1)
+        _close(ACC, n + 1, M, H, R, st, k, i, q, p0, p1)
+        _div_ball(M, H, R, st, k, i, q, b, 0, k, i, q, p0, p1)
+
+
+@_helper
+def _sqrt_node(ACC, M, H, R, st, i, a, k, G1, tmp, p0, p1):
+    if k == 0:
+        for p in range(uint64(p0), uint64(p1)):
+            lo, hi = _interval(M, R, st, 0, a, 0, p)
+            if not lo > 0.0 and st[p] == OK:
+                st[p] = DOMAIN
+            m = M[0, a, 0, p]
+            if R[0, a, 0, p] == 0.0 and m > 0.0:  # a point: IEEE sqrt is correctly rounded
+                y = math.sqrt(m)
+                x = y * y
+                exact = x == m and _prod_err(y, _split(y), y, _split(y), x) == 0.0
+                _put(M, H, R, st, 0, i, 0, p, y, 0.0 if exact else _div_err(y))
+            else:  # proof: proofs/bounds.md#pred-succ
+                lo = max(0.0, dn(math.sqrt(max(lo, 0.0))))
+                _put_interval(M, H, R, st, 0, i, 0, p, lo, up(math.sqrt(max(hi, 0.0))))
+    else:  # 2 y_0 y_k = a_k - sum_{j=1..k-1} y_j y_{k-j}
+        n = _sym(ACC, M, H, R, i, k, 1, -1.0, p0, p1)
+        _acc_ball(ACC, M, R, k, a, 0, 1.0, p0, p1)
+        _close(ACC, n + 1, M, H, R, st, k, i, 0, p0, p1)
+    # the scratch row holds 2 y_0 (exact doubling)
+    for p in range(uint64(p0), uint64(p1)):
+        M[0, tmp, 0, p] = 2.0 * M[0, i, 0, p]
+        H[0, tmp, 0, p] = 2.0 * H[0, i, 0, p]
+        R[0, tmp, 0, p] = 2.0 * R[0, i, 0, p]
+    if k > 0:
+        _div_ball(M, H, R, st, k, i, 0, tmp, 0, k, i, 0, p0, p1)
+    for q in range(1, G1):  # 2 y_0[0] y_k[q] = a_k[q] - 2 sum_{j=1..k} y_j[0] y_{k-j}[q]
+        n = _dsq(ACC, M, H, R, i, k, q, 1, -1.0, p0, p1)
+        _acc_ball(ACC, M, R, k, a, q, 1.0, p0, p1)
+        _close(ACC, n + 1, M, H, R, st, k, i, q, p0, p1)
+        _div_ball(M, H, R, st, k, i, q, tmp, 0, k, i, q, p0, p1)
+
+
+@_helper
+def _exp_node(ACC, M, H, R, st, i, a, k, G1, p0, p1):
+    if k > 0:  # y' = a' y
+        _weighted_series(ACC, M, H, R, st, a, i, k, G1, 1.0, i, p0, p1)
+        return
+    for p in range(uint64(p0), uint64(p1)):
+        lo, hi = _interval(M, R, st, 0, a, 0, p)
+        yl, _, _ = _exp_point(lo)
+        _, yh, ok = _exp_point(hi)
+        if not ok and st[p] == OK:
+            st[p] = OVERFLOW
+        _put_interval(M, H, R, st, 0, i, 0, p, yl, yh)
+    _order0_duals(ACC, M, H, R, st, a, i, 1.0, G1, i, p0, p1)
+
+
+@_helper
+def _log_node(ACC, M, H, R, st, i, a, k, G1, one, p0, p1):
+    if k == 0:
+        for p in range(uint64(p0), uint64(p1)):
+            lo, hi = _interval(M, R, st, 0, a, 0, p)
+            if not lo > 0.0:
+                st[p] = DOMAIN if st[p] == OK else st[p]
+                lo = hi = 1.0
+            _put_interval(M, H, R, st, 0, i, 0, p, _log_point(lo)[0], _log_point(hi)[1])
+        for q in range(1, G1):
+            _div_ball(M, H, R, st, 0, a, q, a, 0, 0, i, q, p0, p1)
+        return
+    # a y' = a': k a_0 y_k = k a_k - sum_{j=1..k-1} j y_j a_{k-j} (duals: y_k[0] first)
+    kf = float(k)
+    for q in range(G1):
+        n = _dconv(ACC, M, H, R, i, a, k, q, 1, k - 1, True, -1.0, p0, p1)
+        if q > 0:  # the term k y_k[0] a_0[q]
+            _acc(ACC, M, H, R, k, i, 0, 0, a, q, -kf, p0, p1)
+            n += 1
+        _acc(ACC, M, H, R, k, a, q, 0, one, 0, kf, p0, p1)  # k a_k = k a_k * 1
+        _close(ACC, n + 1, M, H, R, st, k, i, q, p0, p1)
+        _div_ball(M, H, R, st, k, i, q, a, 0, k, i, q, p0, p1)
+        _div_int(M, H, R, st, k, i, q, kf, k, i, q, p0, p1)
+
+
+@_helper
+def _activation_node(ACC, M, H, R, st, i, z, a, k, G1, logistic, p0, p1):
+    """tanh (logistic False) or sigmoid: y' = a' z with z = 1 - y^2, resp. y - y^2 (the
+    auxiliary series, row z)."""
+    if k == 0:
+        for p in range(uint64(p0), uint64(p1)):
+            x, xh = _interval(M, R, st, 0, a, 0, p)
+            if logistic:
+                lo = _sigmoid_point(x)[0]
+                hi = _sigmoid_point(xh)[1]
+                # z_0 = 1/4 - (y_0 - 1/2)^2: no dependency loss
+                tl, th = _isqr(_sum_dn_up(lo, -0.5)[0], _sum_dn_up(hi, -0.5)[1])
+                zl, zh = _sum_dn_up(0.25, -th)[0], _sum_dn_up(0.25, -tl)[1]
+            else:
+                ml, bad_l = _tanh_m(x, True)
+                mh, bad_h = _tanh_m(xh, False)
+                if bad_l or bad_h:
+                    st[p] = BROKEN if st[p] == OK else st[p]
+                lo = _tanh_from_m(x, ml, True)
+                hi = _tanh_from_m(xh, mh, False)
+                tl, th = _isqr(lo, hi)
+                zl, zh = _sum_dn_up(1.0, -th)[0], _sum_dn_up(1.0, -tl)[1]
+            _put_interval(M, H, R, st, 0, i, 0, p, lo, hi)
+            _put_interval(M, H, R, st, 0, z, 0, p, max(zl, 0.0), zh)  # s' > 0
+        _order0_duals(ACC, M, H, R, st, a, z, 1.0, G1, i, p0, p1)
+    else:
+        _weighted_series(ACC, M, H, R, st, a, z, k, G1, 1.0, i, p0, p1)
+    # z_k = [logistic] y_k - (y y)_k (z_0[0] is set above)
+    for q in range(1 if k == 0 else 0, G1):
+        if q == 0:
+            n = _sym(ACC, M, H, R, i, k, 0, -1.0, p0, p1)
+        else:
+            n = _dsq(ACC, M, H, R, i, k, q, 0, -1.0, p0, p1)
+        if logistic:
+            _acc_ball(ACC, M, R, k, i, q, 1.0, p0, p1)
+            n += 1
+        _close(ACC, n, M, H, R, st, k, z, q, p0, p1)
 
 
 @kernel
 def _isqr(al, ah):
-    lo, hi = _psqr(al, ah)
-    return max(0.0, dn(lo)), up(hi)
-
-
-@kernel
-def _iadd(al, ah, bl, bh):
-    return _sum_dn_up(al, bl)[0], _sum_dn_up(ah, bh)[1]
-
-
-@kernel
-def _isub(al, ah, bl, bh):
-    return _sum_dn_up(al, -bh)[0], _sum_dn_up(ah, -bl)[1]
-
-
-@kernel
-def _idiv_int(lo, hi, m):
-    """[lo, hi] / m for an integer-valued double m >= 1."""
-    if m == 1.0:
-        return lo, hi
-    a = lo / m
-    b = hi / m
-    return (a if lo == 0.0 else dn(a)), (b if hi == 0.0 else up(b))
-
-
-@kernel
-def _close(slo, shi, sabs, n, m):
-    """Bounds of a sum of n terms t_j from its round-to-nearest evaluation: slo (shi) is the
-    recursive sum of the lower (upper) term bounds p_j, each p_j = fl(w fl(t)) or fl(t) or exact
-    for an integer weight w <= m, and sabs the recursive sum of terms >= |p_j| (both sides).
-    proof: proofs/bounds.md#taylor-ad (lemma "closing a sum")"""
-    e = sabs * ((2.0 * n + 4.0) * U) + (n * (m + 3.0) + 2.0) * ETA
-    return dn(slo - e), up(shi + e)
-
-
-# --- sums of products of series -------------------------------------------------------------
-#
-# W[r, k, q, 0] and W[r, k, q, 1] are the endpoints of coefficient k, dual component q of row r
-# (rows 0..n-1: the nodes; n + aux_start[i] onwards: node i's auxiliary series). One array,
-# passed to every helper: each array argument of a compiled call costs reference counting.
+    """Outward enclosure of {x^2 : al <= x <= ah}."""
+    a = al * al
+    b = ah * ah
+    lo = 0.0 if al <= 0.0 <= ah else min(a, b)
+    return max(0.0, dn(lo)), up(max(a, b))
 
 
 @_helper
-def _acc(W, a, qa, b, qb, k, j0, j1, weighted, scale, sl, sh, sa):
-    """Adds sum_{j=j0..j1} w_j W[a, j, qa] W[b, k - j, qb] to the accumulators (sl, sh, sa),
-    w_j = scale * j (weighted) or scale, in round-to-nearest (closed by _close)."""
-    for j in range(j0, j1 + 1):
-        lo, hi = _pmul(W[a, j, qa, 0], W[a, j, qa, 1], W[b, k - j, qb, 0], W[b, k - j, qb, 1])
-        w = scale * j if weighted else scale
-        lo = lo * w
-        hi = hi * w
-        sl += lo
-        sh += hi
-        sa += _gt(abs(lo), abs(hi))
-    return sl, sh, sa
-
-
-@_helper
-def _dprod(W, a, b, k, q, j0, j1, weighted, sl, sh, sa):
-    """Adds sum_{j=j0..j1} w_j (W_a,j * W_b,k-j)[q] (a product of duals: component 0 is the
-    product of the values, component q the sum of the two cross products); returns the
-    accumulators and the number of terms."""
-    sl, sh, sa = _acc(W, a, 0, b, q, k, j0, j1, weighted, 1.0, sl, sh, sa)
-    terms = max(j1 - j0 + 1, 0)
-    if q > 0:
-        sl, sh, sa = _acc(W, a, q, b, 0, k, j0, j1, weighted, 1.0, sl, sh, sa)
-        terms *= 2
-    return sl, sh, sa, terms
-
-
-@_helper
-def _sym(W, a, k, j0, sl, sh, sa):
-    """Adds sum_{j=j0..k-j0} W_a,j W_a,k-j (values) by symmetry: twice the products with
-    j < k - j, plus the square of the middle coefficient; returns the number of terms."""
-    top = (k - 1) // 2
-    sl, sh, sa = _acc(W, a, 0, a, 0, k, j0, top, False, 2.0, sl, sh, sa)
-    terms = max(top - j0 + 1, 0)
-    if k % 2 == 0 and k // 2 >= j0:
-        lo, hi = _psqr(W[a, k // 2, 0, 0], W[a, k // 2, 0, 1])
-        sl += lo
-        sh += hi
-        sa += hi
-        terms += 1
-    return sl, sh, sa, terms
-
-
-@_helper
-def _exact(lo, hi, sl, sh, sa, sign):
-    """Adds the interval sign * [lo, hi] (sign = +-1) as one term."""
-    if sign > 0:
-        return sl + lo, sh + hi, sa + max(abs(lo), abs(hi))
-    return sl - hi, sh - lo, sa + max(abs(lo), abs(hi))
-
-
-@_helper
-def _put(W, r, k, q, lo, hi):
-    W[r, k, q, 0] = lo
-    W[r, k, q, 1] = hi
-
-
-# --- one coefficient of one node ------------------------------------------------------------
-
-
-@_helper
-def _finite_row(W, i, k, G1):
-    for q in range(G1):
-        if not (_finite(W[i, k, q, 0]) and _finite(W[i, k, q, 1])):
-            return OVERFLOW
-    return OK
-
-
-@_helper
-def _weighted_series(W, a, b, k, G1, m, sign, o):
-    """W[o, k] = sign (1/k) sum_{j=1..k} j (W_a,j * W_b,k-j): the coefficient k >= 1 of a
-    series whose derivative is sign * a' b."""
-    for q in range(G1):
-        sl, sh, sa, n = _dprod(W, a, b, k, q, 1, k, True, 0.0, 0.0, 0.0)
-        lo, hi = _close(sl, sh, sa, n, m)
-        lo, hi = _idiv_int(lo, hi, float(k))
-        if sign > 0:
-            _put(W, o, k, q, lo, hi)
-        else:
-            _put(W, o, k, q, -hi, -lo)
-
-
-@_helper
-def _mul_node(W, i, a, b, ca, cb, k, G1, m):
-    if ca or cb:  # a scaling: the constant's dual part is 0
-        c, v = (a, b) if ca else (b, a)
-        cl = W[c, 0, 0, 0]
-        ch = W[c, 0, 0, 1]
-        for q in range(G1):
-            lo, hi = _imul(cl, ch, W[v, k, q, 0], W[v, k, q, 1])
-            _put(W, i, k, q, lo, hi)
-        return
-    for q in range(G1):
-        sl, sh, sa, n = _dprod(W, a, b, k, q, 0, k, False, 0.0, 0.0, 0.0)
-        lo, hi = _close(sl, sh, sa, n, m)
-        _put(W, i, k, q, lo, hi)
-
-
-@_helper
-def _div_node(W, i, a, b, cb, k, G1, m):
-    bl = W[b, 0, 0, 0]
-    bh = W[b, 0, 0, 1]
-    if bl <= 0.0 <= bh:
-        return DOMAIN
-    if cb:
-        for q in range(G1):
-            lo, hi = _idiv(W[a, k, q, 0], W[a, k, q, 1], bl, bh)
-            _put(W, i, k, q, lo, hi)
-        return OK
-    # sum_{j=0..k} (b_j y_{k-j})[q] = a_k[q], solved for y_k[q] (y_k[0] first)
-    for q in range(G1):
-        sl, sh, sa, n = _dprod(W, b, i, k, q, 1, k, False, 0.0, 0.0, 0.0)
-        sl, sh = -sh, -sl
-        if q > 0:  # the term b_0[q] y_k[0]
-            lo, hi = _pmul(W[b, 0, q, 0], W[b, 0, q, 1], W[i, k, 0, 0], W[i, k, 0, 1])
-            sl, sh, sa = _exact(lo, hi, sl, sh, sa, -1)
-            n += 1
-        sl, sh, sa = _exact(W[a, k, q, 0], W[a, k, q, 1], sl, sh, sa, 1)
-        lo, hi = _close(sl, sh, sa, n + 1, m)
-        lo, hi = _idiv(lo, hi, bl, bh)
-        _put(W, i, k, q, lo, hi)
-    return OK
-
-
-@_helper
-def _sqr_node(W, i, a, k, G1, m):
-    sl, sh, sa, n = _sym(W, a, k, 0, 0.0, 0.0, 0.0)
-    lo, hi = _close(sl, sh, sa, n, m)
-    _put(W, i, k, 0, max(lo, 0.0) if k == 0 else lo, hi)  # a square is >= 0
-    for q in range(1, G1):  # (a a)_k[q] = 2 sum_{j=0..k} a_j[0] a_{k-j}[q]
-        sl, sh, sa = _acc(W, a, 0, a, q, k, 0, k, False, 2.0, 0.0, 0.0, 0.0)
-        lo, hi = _close(sl, sh, sa, k + 1, m)
-        _put(W, i, k, q, lo, hi)
-
-
-@_helper
-def _sqrt_node(W, i, a, k, G1, m):
-    if k == 0:
-        al = W[a, 0, 0, 0]
-        if not al > 0.0:
-            return DOMAIN
-        # IEEE sqrt is correctly rounded: proof: proofs/bounds.md#pred-succ
-        _put(W, i, 0, 0, max(0.0, dn(math.sqrt(al))), up(math.sqrt(W[a, 0, 0, 1])))
-    else:  # 2 y_0 y_k = a_k - sum_{j=1..k-1} y_j y_{k-j}
-        sl, sh, sa, n = _sym(W, i, k, 1, 0.0, 0.0, 0.0)
-        sl, sh, sa = _exact(W[a, k, 0, 0], W[a, k, 0, 1], -sh, -sl, sa, 1)
-        lo, hi = _close(sl, sh, sa, n + 1, m)
-        lo, hi = _idiv(lo, hi, 2.0 * W[i, 0, 0, 0], 2.0 * W[i, 0, 0, 1])
-        _put(W, i, k, 0, lo, hi)
-    dl = 2.0 * W[i, 0, 0, 0]
-    dh = 2.0 * W[i, 0, 0, 1]
-    if not dl > 0.0:
-        return DOMAIN
-    for q in range(1, G1):  # 2 y_0[0] y_k[q] = a_k[q] - 2 sum_{j=1..k} y_j[0] y_{k-j}[q]
-        sl, sh, sa = _acc(W, i, 0, i, q, k, 1, k, False, 2.0, 0.0, 0.0, 0.0)
-        sl, sh, sa = _exact(W[a, k, q, 0], W[a, k, q, 1], -sh, -sl, sa, 1)
-        lo, hi = _close(sl, sh, sa, k + 1, m)
-        lo, hi = _idiv(lo, hi, dl, dh)
-        _put(W, i, k, q, lo, hi)
-    return OK
-
-
-@_helper
-def _exp_node(W, i, a, k, G1, m):
-    if k > 0:  # y' = a' y
-        _weighted_series(W, a, i, k, G1, m, 1, i)
-        return OK
-    lo, _, _ = _exp_point(W[a, 0, 0, 0])
-    _, hi, ok = _exp_point(W[a, 0, 0, 1])
-    if not ok:
-        return OVERFLOW
-    _put(W, i, 0, 0, lo, hi)
-    for q in range(1, G1):
-        ql, qh = _imul(W[a, 0, q, 0], W[a, 0, q, 1], lo, hi)
-        _put(W, i, 0, q, ql, qh)
-    return OK
-
-
-@_helper
-def _log_node(W, i, a, k, G1, m):
-    al = W[a, 0, 0, 0]
-    ah = W[a, 0, 0, 1]
-    if not al > 0.0:
-        return DOMAIN
-    if k == 0:
-        _put(W, i, 0, 0, _log_point(al)[0], _log_point(ah)[1])
-        for q in range(1, G1):
-            lo, hi = _idiv(W[a, 0, q, 0], W[a, 0, q, 1], al, ah)
-            _put(W, i, 0, q, lo, hi)
-        return OK
-    # a y' = a': sum_{j=1..k} j y_j a_{k-j} = k a_k, solved for y_k (duals: y_k[0] first)
-    kf = float(k)
-    dl = dn(kf * al)
-    dh = up(kf * ah)
-    for q in range(G1):
-        sl, sh, sa, n = _dprod(W, i, a, k, q, 1, k - 1, True, 0.0, 0.0, 0.0)
-        sl, sh = -sh, -sl
-        if q > 0:  # the term k y_k[0] a_0[q]
-            lo, hi = _pmul(W[i, k, 0, 0], W[i, k, 0, 1], W[a, 0, q, 0], W[a, 0, q, 1])
-            sl, sh, sa = _exact(lo * kf, hi * kf, sl, sh, sa, -1)
-            n += 1
-        sl, sh, sa = _exact(W[a, k, q, 0] * kf, W[a, k, q, 1] * kf, sl, sh, sa, 1)
-        lo, hi = _close(sl, sh, sa, n + 1, m)
-        lo, hi = _idiv(lo, hi, dl, dh)
-        _put(W, i, k, q, lo, hi)
-    return OK
-
-
-@_helper
-def _activation_node(W, i, z, a, k, G1, m, logistic):
-    """tanh (logistic False) or sigmoid: y' = a' z with z = 1 - y^2, resp. y - y^2 (the
-    auxiliary series, row z)."""
-    if k == 0:
-        x = W[a, 0, 0, 0]
-        if logistic:
-            lo = _sigmoid_point(x)[0]
-            hi = _sigmoid_point(W[a, 0, 0, 1])[1]
-            # z_0 = 1/4 - (y_0 - 1/2)^2: no dependency loss
-            tl, th = _isqr(_sum_dn_up(lo, -0.5)[0], _sum_dn_up(hi, -0.5)[1])
-            zl, zh = _isub(0.25, 0.25, tl, th)
-        else:
-            ml, bad_l = _tanh_m(x, True)
-            mh, bad_h = _tanh_m(W[a, 0, 0, 1], False)
-            if bad_l or bad_h:
-                return BROKEN
-            lo = _tanh_from_m(x, ml, True)
-            hi = _tanh_from_m(W[a, 0, 0, 1], mh, False)
-            tl, th = _isqr(lo, hi)
-            zl, zh = _isub(1.0, 1.0, tl, th)
-        _put(W, i, 0, 0, lo, hi)
-        zl = max(zl, 0.0)  # s' > 0
-        _put(W, z, 0, 0, zl, zh)
-        for q in range(1, G1):
-            ql, qh = _imul(W[a, 0, q, 0], W[a, 0, q, 1], zl, zh)
-            _put(W, i, 0, q, ql, qh)
-    else:
-        _weighted_series(W, a, z, k, G1, m, 1, i)
-    # z_k = [logistic] y_k - (y y)_k (z_0[0] is set above)
-    for q in range(1 if k == 0 else 0, G1):
-        if q == 0:
-            sl, sh, sa, n = _sym(W, i, k, 0, 0.0, 0.0, 0.0)
-        else:
-            sl, sh, sa = _acc(W, i, 0, i, q, k, 0, k, False, 2.0, 0.0, 0.0, 0.0)
-            n = k + 1
-        sl, sh = -sh, -sl
-        if logistic:
-            sl, sh, sa = _exact(W[i, k, q, 0], W[i, k, q, 1], sl, sh, sa, 1)
-            n += 1
-        lo, hi = _close(sl, sh, sa, n, m)
-        _put(W, z, k, q, lo, hi)
-    return OK
-
-
-@_helper
-def _sincos_node(W, i, z, a, k, G1, m, is_sin):
+def _sincos_node(ACC, M, H, R, st, i, z, a, k, G1, is_sin, p0, p1):
     """sin and cos together: (sin a)' = a' cos a, (cos a)' = -a' sin a; the node's own
     function in row i, its companion in row z."""
     s = i if is_sin else z
     c = z if is_sin else i
     if k > 0:
-        _weighted_series(W, a, c, k, G1, m, 1, s)
-        _weighted_series(W, a, s, k, G1, m, -1, c)
+        _weighted_series(ACC, M, H, R, st, a, c, k, G1, 1.0, s, p0, p1)
+        _weighted_series(ACC, M, H, R, st, a, s, k, G1, -1.0, c, p0, p1)
         return
-    al = W[a, 0, 0, 0]
-    ah = W[a, 0, 0, 1]
-    sl, sh = _sin_iv(al, ah)
-    cl, ch = _cos_iv(al, ah)
-    _put(W, s, 0, 0, sl, sh)
-    _put(W, c, 0, 0, cl, ch)
-    for q in range(1, G1):
-        lo, hi = _imul(W[a, 0, q, 0], W[a, 0, q, 1], cl, ch)
-        _put(W, s, 0, q, lo, hi)
-        lo, hi = _imul(W[a, 0, q, 0], W[a, 0, q, 1], sl, sh)
-        _put(W, c, 0, q, -hi, -lo)
+    for p in range(uint64(p0), uint64(p1)):
+        lo, hi = _interval(M, R, st, 0, a, 0, p)
+        sl, sh = _sin_iv(lo, hi)
+        cl, ch = _cos_iv(lo, hi)
+        _put_interval(M, H, R, st, 0, s, 0, p, sl, sh)
+        _put_interval(M, H, R, st, 0, c, 0, p, cl, ch)
+    _order0_duals(ACC, M, H, R, st, a, c, 1.0, G1, s, p0, p1)
+    _order0_duals(ACC, M, H, R, st, a, s, -1.0, G1, c, p0, p1)
 
 
 @_helper
-def _lse_value(W, args, s, e, side):
+def _lse_value(M, R, st, args, s, e, p, side):
     """A lower (side 0) or upper (side 1) bound of log sum_j exp(a_j) from the lower (upper)
-    endpoints of the argument nodes args[s:e] (increasing in each); proof: bounds.md#lse."""
-    c = W[args[s], 0, 0, side]
+    endpoints of the argument balls args[s:e] (increasing in each); proof: bounds.md#lse."""
+    c = _interval(M, R, st, 0, args[s], 0, p)[side]
     for t in range(s + 1, e):
-        c = max(c, W[args[t], 0, 0, side])
+        c = max(c, _interval(M, R, st, 0, args[t], 0, p)[side])
     acc = 0.0
     for t in range(s, e):
-        dd = _shift(W[args[t], 0, 0, side], c)
+        dd = _shift(_interval(M, R, st, 0, args[t], 0, p)[side], c)
         if side == 0:
             acc = dn(acc + _exp_point(dn(dd))[0])
         else:
@@ -444,117 +594,106 @@ def _lse_value(W, args, s, e, side):
 
 
 @_helper
-def _lse_node(W, i, z0, args, s, e, k, G1, m):
+def _lse_node(ACC, M, H, R, st, i, z0, args, s, e, k, G1, tmp, p0, p1):
     """L = log sum_t exp(a_t) with the softmax weights w_t = exp(a_t - L) (rows z0 + t):
     L' = sum_t a_t' w_t, w_t' = (a_t' - L') w_t."""
-    M = e - s
+    M_ = e - s
     if k == 0:
-        Ll = _lse_value(W, args, s, e, 0)
-        Lh = _lse_value(W, args, s, e, 1)
-        if not (_finite(Ll) and _finite(Lh)):
-            return OVERFLOW
-        _put(W, i, 0, 0, Ll, Lh)
-        for t in range(M):
-            b = args[s + t]
-            wl = _exp_point(dn(W[b, 0, 0, 0] - Lh))[0]
-            wh = min(1.0, _exp_point(up(W[b, 0, 0, 1] - Ll))[1])  # a_t <= L
-            _put(W, z0 + t, 0, 0, wl, wh)
+        for p in range(uint64(p0), uint64(p1)):
+            Ll = _lse_value(M, R, st, args, s, e, p, 0)
+            Lh = _lse_value(M, R, st, args, s, e, p, 1)
+            if not (_finite(Ll) and _finite(Lh)):
+                st[p] = OVERFLOW if st[p] == OK else st[p]
+                Ll = Lh = 0.0
+            _put_interval(M, H, R, st, 0, i, 0, p, Ll, Lh)
+            for t in range(M_):
+                lo, hi = _interval(M, R, st, 0, args[s + t], 0, p)
+                wl = _exp_point(dn(lo - Lh))[0]
+                wh = min(1.0, _exp_point(up(hi - Ll))[1])  # a_t <= L
+                _put_interval(M, H, R, st, 0, z0 + t, 0, p, wl, wh)
         for q in range(1, G1):
-            sl = sh = sa = 0.0
-            for t in range(M):
-                b = args[s + t]
-                lo, hi = _pmul(W[z0 + t, 0, 0, 0], W[z0 + t, 0, 0, 1], W[b, 0, q, 0], W[b, 0, q, 1])
-                sl, sh, sa = _exact(lo, hi, sl, sh, sa, 1)
-            lo, hi = _close(sl, sh, sa, M, m)
-            _put(W, i, 0, q, lo, hi)
-        for t in range(M):
+            for t in range(M_):
+                _acc(ACC, M, H, R, 0, z0 + t, 0, 0, args[s + t], q, 1.0, p0, p1)
+            _close(ACC, M_, M, H, R, st, 0, i, q, p0, p1)
+        for t in range(M_):
             b = args[s + t]
             for q in range(1, G1):
-                dl, dh = _isub(W[b, 0, q, 0], W[b, 0, q, 1], W[i, 0, q, 0], W[i, 0, q, 1])
-                lo, hi = _imul(W[z0 + t, 0, 0, 0], W[z0 + t, 0, 0, 1], dl, dh)
-                _put(W, z0 + t, 0, q, lo, hi)
-        return OK
+                _addsub(M, H, R, st, 0, b, q, 0, i, q, -1.0, 0, tmp, 0, p0, p1)
+                _acc(ACC, M, H, R, 0, z0 + t, 0, 0, tmp, 0, 1.0, p0, p1)
+                _close(ACC, 1, M, H, R, st, 0, z0 + t, q, p0, p1)
+        return
     kf = float(k)
     for q in range(G1):
-        sl = sh = sa = 0.0
         n = 0
-        for t in range(M):
-            sl, sh, sa, c = _dprod(W, args[s + t], z0 + t, k, q, 1, k, True, sl, sh, sa)
-            n += c
-        lo, hi = _close(sl, sh, sa, n, m)
-        lo, hi = _idiv_int(lo, hi, kf)
-        _put(W, i, k, q, lo, hi)
-    for t in range(M):
+        for t in range(M_):
+            n += _dconv(ACC, M, H, R, args[s + t], z0 + t, k, q, 1, k, True, 1.0, p0, p1)
+        _close(ACC, n, M, H, R, st, k, i, q, p0, p1)
+        _div_int(M, H, R, st, k, i, q, kf, k, i, q, p0, p1)
+    for t in range(M_):
         b = args[s + t]
         w = z0 + t
-        for q in range(G1):  # w_k = (1/k) sum_{j=1..k} j ((a_j - L_j) w_{k-j})[q]
-            sl = sh = sa = 0.0
-            for j in range(1, k + 1):
-                d0l, d0h = _isub(W[b, j, 0, 0], W[b, j, 0, 1], W[i, j, 0, 0], W[i, j, 0, 1])
-                lo, hi = _pmul(d0l, d0h, W[w, k - j, q, 0], W[w, k - j, q, 1])
-                sl, sh, sa = _exact(lo * j, hi * j, sl, sh, sa, 1)
-                if q > 0:
-                    dql, dqh = _isub(W[b, j, q, 0], W[b, j, q, 1], W[i, j, q, 0], W[i, j, q, 1])
-                    lo, hi = _pmul(dql, dqh, W[w, k - j, 0, 0], W[w, k - j, 0, 1])
-                    sl, sh, sa = _exact(lo * j, hi * j, sl, sh, sa, 1)
-            lo, hi = _close(sl, sh, sa, k * (2 if q > 0 else 1), m)
-            lo, hi = _idiv_int(lo, hi, kf)
-            _put(W, w, k, q, lo, hi)
-    return OK
+        # the scratch row holds d_j = a_j - L_j, j = 1..k (all dual components)
+        for j in range(1, k + 1):
+            for q in range(G1):
+                _addsub(M, H, R, st, j, b, q, j, i, q, -1.0, j, tmp, q, p0, p1)
+        for q in range(G1):  # w_k = (1/k) sum_{j=1..k} j (d_j w_{k-j})[q]
+            n = _dconv(ACC, M, H, R, tmp, w, k, q, 1, k, True, 1.0, p0, p1)
+            _close(ACC, n, M, H, R, st, k, w, q, p0, p1)
+            _div_int(M, H, R, st, k, w, q, kf, k, w, q, p0, p1)
 
 
 @_helper
-def _node(op, W, args, s, e, z, i, k, G1, m, ca, cb):
-    """Coefficient k of node i (an operation, not x/p/c), all dual components; a status.
+def _node(op, ACC, M, H, R, st, args, s, e, z, i, k, G1, ca, cb, tmp, xs, p0, p1):
+    """Coefficient k of node i, all dual components, over the points p0..p1 - 1.
     ca, cb: whether the first two arguments are constant nodes."""
     a = args[s]
-    if op == ADD or op == SUB:
-        b = args[s + 1]
+    if op == X_:
         for q in range(G1):
-            if op == ADD:
-                lo, hi = _iadd(W[a, k, q, 0], W[a, k, q, 1], W[b, k, q, 0], W[b, k, q, 1])
-            else:
-                lo, hi = _isub(W[a, k, q, 0], W[a, k, q, 1], W[b, k, q, 0], W[b, k, q, 1])
-            _put(W, i, k, q, lo, hi)
-        return _finite_row(W, i, k, G1)
-    if op == MUL:
-        _mul_node(W, i, a, args[s + 1], ca, cb, k, G1, m)
-        return _finite_row(W, i, k, G1)
+            _copy(M, H, R, k, xs + a, q, k, i, q, p0, p1)
+        return
+    if op == ADD or op == SUB:
+        for q in range(G1):
+            sign = 1.0 if op == ADD else -1.0
+            _addsub(M, H, R, st, k, a, q, k, args[s + 1], q, sign, k, i, q, p0, p1)
+        return
     if op == NEG:
         for q in range(G1):
-            _put(W, i, k, q, -W[a, k, q, 1], -W[a, k, q, 0])
-        return OK
+            _neg(M, H, R, k, a, q, k, i, q, p0, p1)
+        return
+    if op == MUL:
+        b = args[s + 1]
+        if ca or cb:  # a scaling: the constant's dual part is 0
+            c, v = (a, b) if ca else (b, a)
+            for q in range(G1):
+                _scale(M, H, R, st, c, v, k, q, k, i, q, p0, p1)
+        else:
+            _mul_node(ACC, M, H, R, st, i, a, b, k, G1, p0, p1)
+        return
     if op == SUM:
         for q in range(G1):
-            lo = W[a, k, q, 0]
-            hi = W[a, k, q, 1]
-            for t in range(s + 1, e):
-                lo, hi = _iadd(lo, hi, W[args[t], k, q, 0], W[args[t], k, q, 1])
-            _put(W, i, k, q, lo, hi)
-        return _finite_row(W, i, k, G1)
+            for t in range(s, e):
+                _acc_ball(ACC, M, R, k, args[t], q, 1.0, p0, p1)
+            _close(ACC, e - s, M, H, R, st, k, i, q, p0, p1)
+        return
     if op == DIV:
-        st = _div_node(W, i, a, args[s + 1], cb, k, G1, m)
+        _div_node(ACC, M, H, R, st, i, a, args[s + 1], cb, k, G1, p0, p1)
     elif op == SQR:
-        _sqr_node(W, i, a, k, G1, m)
-        st = OK
+        _sqr_node(ACC, M, H, R, st, i, a, k, G1, p0, p1)
     elif op == SQRT:
-        st = _sqrt_node(W, i, a, k, G1, m)
+        _sqrt_node(ACC, M, H, R, st, i, a, k, G1, tmp, p0, p1)
     elif op == EXP:
-        st = _exp_node(W, i, a, k, G1, m)
+        _exp_node(ACC, M, H, R, st, i, a, k, G1, p0, p1)
     elif op == LOG:
-        st = _log_node(W, i, a, k, G1, m)
+        _log_node(ACC, M, H, R, st, i, a, k, G1, tmp + 1, p0, p1)
     elif op == TANH or op == SIGMOID:
-        st = _activation_node(W, i, z, a, k, G1, m, op == SIGMOID)
+        _activation_node(ACC, M, H, R, st, i, z, a, k, G1, op == SIGMOID, p0, p1)
     elif op == SIN or op == COS:
-        _sincos_node(W, i, z, a, k, G1, m, op == SIN)
-        st = OK
+        _sincos_node(ACC, M, H, R, st, i, z, a, k, G1, op == SIN, p0, p1)
     elif op == LSE:
-        st = _lse_node(W, i, z, args, s, e, k, G1, m)
+        _lse_node(ACC, M, H, R, st, i, z, args, s, e, k, G1, tmp, p0, p1)
     else:
-        return BROKEN
-    if st != OK:
-        return st
-    return _finite_row(W, i, k, G1)
+        for p in range(uint64(p0), uint64(p1)):
+            st[p] = BROKEN
 
 
 @kernel
@@ -567,90 +706,70 @@ def tape_jets(
     x_lo, x_hi: (N, d); s_lo, s_hi: (N, d, g) (rows of dx_0/dy; g may be 0). Returns lo, hi of
     shape (order + 1, N, d, 1 + g) and a status (N,) per point: OK, or DOMAIN (log/sqrt of an
     interval not > 0, division by an interval containing 0), OVERFLOW, BROKEN; a point that
-    fails gets [-inf, inf] everywhere. proof: proofs/bounds.md#taylor-ad
+    fails gets [-inf, inf] everywhere. proof: proofs/bounds.md#taylor-ad, #taylor-ball
     """
     N, d = x_lo.shape
     g = s_lo.shape[2]
     G1 = g + 1
     n = opcodes.shape[0]
-    K = max(order, 1)
-    m = order + 2.0  # bound on the integer weights of _close's terms (j <= k < order, or 2)
+    tmp = n + aux_start[n]  # scratch row
+    one = tmp + 1  # the constant 1 (weighted terms w a = w a 1)
+    xs = one + 1  # coordinates of the solution: rows xs..xs+d-1
+    B = min(N, BLOCK)
+    # work arrays for one block of points, reused: coefficients k >= 1 of constant nodes are
+    # never written and stay 0; everything else is written before it is read
+    M = np.zeros((order + 1, xs + d, G1, B))
+    H = np.zeros((order + 1, xs + d, G1, B))
+    R = np.zeros((order + 1, xs + d, G1, B))
+    ACC = np.zeros((4, B))
+    st = np.zeros(B, np.int64)
+    status = np.zeros(N, np.int64)
     out_lo = np.empty((order + 1, N, d, G1))
     out_hi = np.empty((order + 1, N, d, G1))
-    status = np.zeros(N, np.int64)
-    # one work array (coefficients k >= 1 of constant nodes are never written and stay 0)
-    W = np.zeros((n + aux_start[n], K, G1, 2))
-    for pt in range(N):
-        for c in range(d):
-            out_lo[0, pt, c, 0] = x_lo[pt, c]
-            out_hi[0, pt, c, 0] = x_hi[pt, c]
-            for q in range(g):
-                out_lo[0, pt, c, 1 + q] = s_lo[pt, c, q]
-                out_hi[0, pt, c, 1 + q] = s_hi[pt, c, q]
-        st = OK
+    for p in range(B):
+        M[0, one, 0, p] = 1.0
+        H[0, one, 0, p] = 1.0
+        for i in range(n):  # parameters and constants (dual parts 0, coefficients k >= 1 0)
+            op = opcodes[i]
+            if op == P_:
+                c = args[arg_start[i]]
+                _put_interval(M, H, R, st, 0, i, 0, p, p_lo[c], p_hi[c])
+            elif op == C_:
+                c = args[arg_start[i]]
+                _put_interval(M, H, R, st, 0, i, 0, p, const_lo[c], const_hi[c])
+    st0 = st.copy()  # failures of the parameters and constants concern every point
+    for p0 in range(0, N, B):
+        nb = min(N - p0, B)
+        for p in range(nb):
+            st[p] = st0[p]
+            for c in range(d):
+                _put_interval(M, H, R, st, 0, xs + c, 0, p, x_lo[p0 + p, c], x_hi[p0 + p, c])
+                for q in range(g):
+                    lo = s_lo[p0 + p, c, q]
+                    _put_interval(M, H, R, st, 0, xs + c, 1 + q, p, lo, s_hi[p0 + p, c, q])
         for k in range(order):
             for i in range(n):
                 op = opcodes[i]
-                if const[i] and k > 0:
+                if op == P_ or op == C_ or (const[i] and k > 0):
                     continue
                 s = arg_start[i]
-                if op == X_:
-                    for q in range(G1):
-                        _put(W, i, k, q, out_lo[k, pt, args[s], q], out_hi[k, pt, args[s], q])
-                    continue
-                if op == P_ or op == C_:
-                    c = args[s]
-                    if op == P_:
-                        _put(W, i, 0, 0, p_lo[c], p_hi[c])
-                    else:
-                        _put(W, i, 0, 0, const_lo[c], const_hi[c])
-                    for q in range(1, G1):
-                        _put(W, i, 0, q, 0.0, 0.0)
-                    continue
                 e = arg_start[i + 1]
                 a = args[s]
                 b = args[s + 1] if e - s > 1 else a
-                ca = const[a] != 0
-                cb = const[b] != 0
-                if op == ADD or op == SUB or op == NEG or (op == MUL and (ca or cb)):
-                    # the cheap operations here: a call per node and order would cost more
-                    c, v = (a, b) if ca else (b, a)
-                    for q in range(G1):
-                        al = W[a, k, q, 0]
-                        ah = W[a, k, q, 1]
-                        if op == ADD:
-                            lo, hi = _iadd(al, ah, W[b, k, q, 0], W[b, k, q, 1])
-                        elif op == SUB:
-                            lo, hi = _isub(al, ah, W[b, k, q, 0], W[b, k, q, 1])
-                        elif op == NEG:
-                            lo, hi = -ah, -al
-                        else:  # a scaling: the constant's dual part is 0
-                            lo, hi = _imul(
-                                W[c, 0, 0, 0], W[c, 0, 0, 1], W[v, k, q, 0], W[v, k, q, 1]
-                            )
-                        _put(W, i, k, q, lo, hi)
-                        if not (_finite(lo) and _finite(hi)):
-                            st = OVERFLOW
-                    if st != OK:
-                        break
-                    continue
-                st = _node(op, W, args, s, e, n + aux_start[i], i, k, G1, m, ca, cb)
-                if st != OK:
-                    break
-            if st != OK:
-                break
-            kf = k + 1.0
+                ca = op != X_ and const[a] != 0
+                cb = op != X_ and const[b] != 0
+                z = n + aux_start[i]
+                _node(op, ACC, M, H, R, st, args, s, e, z, i, k, G1, ca, cb, tmp, xs, 0, nb)
             for c in range(d):
-                o = outputs[c]
                 for q in range(G1):
-                    lo, hi = _idiv_int(W[o, k, q, 0], W[o, k, q, 1], kf)
-                    out_lo[k + 1, pt, c, q] = lo
-                    out_hi[k + 1, pt, c, q] = hi
-        if st != OK:
-            status[pt] = st
+                    _div_int(M, H, R, st, k, outputs[c], q, k + 1.0, k + 1, xs + c, q, 0, nb)
+        for p in range(nb):
+            status[p0 + p] = st[p]
+            failed = st[p] != OK
             for k in range(order + 1):
                 for c in range(d):
                     for q in range(G1):
-                        out_lo[k, pt, c, q] = -np.inf
-                        out_hi[k, pt, c, q] = np.inf
+                        lo, hi = _to_interval(M[k, xs + c, q, p], R[k, xs + c, q, p])
+                        out_lo[k, p0 + p, c, q] = -np.inf if failed else lo
+                        out_hi[k, p0 + p, c, q] = np.inf if failed else hi
     return out_lo, out_hi, status
