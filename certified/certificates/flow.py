@@ -120,9 +120,9 @@ def laminar_flow_exact(schedule_json: Mapping[str, Any], points: Any) -> np.ndar
     """Exact images ``Phi_T(x_n)`` under a ReLU schedule of laminar pieces, T = total time.
 
     Each piece with shared normal ``a`` maps ``x -> x + tau * sum_i w_i (a.x + b_i)_+`` exactly
-    (theorems.md section 2, "Laminar block"). This small replay serves the producer until the
-    piecewise-affine flow engine (``certified.flow``) provides it; it mirrors, independently,
-    the checker's rule ``laminar-exact``.
+    (theorems.md section 2, "Laminar block"), by the flow engine's laminar map
+    (:func:`certified.flow._relu_laminar.laminar_map_exact`); the checker's rule
+    ``laminar-exact`` replays it independently.
 
     Parameters
     ----------
@@ -146,12 +146,13 @@ def laminar_flow_exact(schedule_json: Mapping[str, Any], points: Any) -> np.ndar
     d, activation, pieces = _schedule(schedule_json)
     if activation != "relu":
         raise InputError(f"schedule.activation: {activation!r}; the exact replay needs 'relu'")
+    from certified.flow._relu_laminar import laminar_map_exact
+
     normals = [piece.normal() for piece in pieces]
     x = _exact_matrix(points, "points", (None, d)).copy()
     for piece, a in zip(pieces, normals, strict=True):
-        s = x @ a  # a . x for every point (object arrays of fmpq: exact)
-        active = np.maximum(s[:, None] + piece.b[None, :], flint.fmpq(0))  # (a.x + b_i)_+
-        x = x + piece.duration * (active @ piece.W.T)
+        ones = np.full(len(piece.b), flint.fmpq(1), dtype=object)  # (1 a.x + b_i)_+
+        x = laminar_map_exact(x, a, piece.W.T * piece.duration, ones, piece.b, flint.fmpq(0))
     return x
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from certified.flow._relu_model import ReluPiece
 
 __all__ = [
+    "laminar_map_exact",
     "laminar_runs",
     "run_map_exact",
     "piece_map_ball",
@@ -70,16 +71,73 @@ def laminar_runs(pieces: Sequence[ReluPiece]) -> list[tuple[int, int]]:
     return runs
 
 
-def _run_terms(pieces: Sequence[ReluPiece]):
-    """Terms ``c sigma(mu s + beta)`` (c = tau w) and the constant drift of a laminar run."""
-    terms = []
-    drift = None
-    for q in pieces:
-        c0 = q.c0 * q.tau
-        drift = c0 if drift is None else drift + c0
-        for i, h, lam in q.kinks:
-            terms.append((q.W[:, i] * q.tau, lam, q.planes_b[h] * lam, q.alpha))
-    return terms, drift
+def laminar_map_exact(
+    X: np.ndarray,
+    normal: np.ndarray,
+    C: np.ndarray,
+    mu: np.ndarray,
+    beta: np.ndarray,
+    alpha: flint.fmpq,
+    cols: Sequence[int] | None = None,
+) -> np.ndarray:
+    """Exact ``x + sum_i c_i sigma(mu_i s + beta_i)``, ``s = normal . x``, for every row of X.
+
+    The map of a laminar run (``c_i = tau w_i``, every ``c_i`` orthogonal to ``normal``, so
+    ``s`` is invariant); ``sigma(z) = max(z, alpha z)``. The one implementation of the
+    laminar map on the producer side (flow engines, interpolation, flow certificates).
+
+    Parameters
+    ----------
+    X : object ndarray (N, d) of fmpq
+    normal : object ndarray (d,) of fmpq
+    C : object ndarray (P, d) of fmpq, rows ``c_i`` (``(P, len(cols))`` when ``cols`` is given)
+    mu, beta : object ndarrays (P,) of fmpq, ``mu_i != 0``
+    alpha : fmpq, ``0 <= alpha < 1``
+    cols : the coordinates the ``c_i`` move (default: the nonzero columns of C); callers
+        that know them save the products of the other columns
+
+    Returns
+    -------
+    object ndarray (N, d) of fmpq (a new array)
+
+    Guarantee: exact (proofs/bounds.md#relu-laminar): ``O((P + N) log P)`` rational
+    operations per coordinate moved, by sorting the breakpoints ``-beta_i / mu_i`` and taking
+    prefix sums of slopes and intercepts.
+    """
+    out = X.copy()
+    if cols is None:  # only coordinates some c_i moves (phase 2 of construction A moves one)
+        cols = [k for k in range(X.shape[1]) if any(q != 0 for q in C[:, k])]
+        C = C[:, cols]
+    if not len(cols) or not len(C):
+        return out
+    d = len(cols)
+    s = X.dot(normal)
+    unit = all(m == 1 for m in mu)
+    if alpha:  # sigma(z) = alpha z + (1 - alpha) z_+: the alpha part is linear in s everywhere
+        out[:, cols] += np.outer(s, (C * (alpha * mu)[:, None]).sum(axis=0))
+        out[:, cols] += (C * (alpha * beta)[:, None]).sum(axis=0)[None, :]
+        C = C * (1 - alpha)
+    zero_row = np.full((1, d), _ZERO, dtype=object)
+    for positive in (True, False):
+        sel = np.array([(m > 0) == positive for m in mu], dtype=bool)
+        if not sel.any():
+            continue
+        m_, b_, c_ = mu[sel], beta[sel], C[sel]
+        brk = -b_ if unit else -b_ / m_
+        order = sorted(range(len(brk)), key=brk.__getitem__)
+        brk, m_, b_, c_ = brk[order], m_[order], b_[order], c_[order]
+        sl, ic = (c_ if unit else c_ * m_[:, None]), c_ * b_[:, None]
+        # (mu s + beta)_+ is active where s is beyond the breakpoint -beta/mu
+        if positive:  # active where breakpoint < s: prefix sums
+            idx = np.searchsorted(brk, s, side="left")
+            cs = np.concatenate([zero_row, np.cumsum(sl, axis=0)])
+            ci = np.concatenate([zero_row, np.cumsum(ic, axis=0)])
+        else:  # active where breakpoint > s: suffix sums
+            idx = np.searchsorted(brk, s, side="right")
+            cs = np.concatenate([np.cumsum(sl[::-1], axis=0)[::-1], zero_row])
+            ci = np.concatenate([np.cumsum(ic[::-1], axis=0)[::-1], zero_row])
+        out[:, cols] += cs[idx] * s[:, None] + ci[idx]
+    return out
 
 
 def run_map_exact(pieces: Sequence[ReluPiece], X: np.ndarray) -> np.ndarray:
@@ -96,49 +154,17 @@ def run_map_exact(pieces: Sequence[ReluPiece], X: np.ndarray) -> np.ndarray:
 
     Guarantee: exact (proofs/bounds.md#relu-laminar).
     """
-    N, d = X.shape
-    terms, drift = _run_terms(pieces)
+    drift = sum((q.c0 * q.tau for q in pieces[1:]), pieces[0].c0 * pieces[0].tau)
     out = X + drift[None, :]
-    if not terms:
+    kinks = [(q, i, h, lam) for q in pieces for i, h, lam in q.kinks]
+    if not kinks:
         return out
+    # one term per kink neuron: c = tau w_i, sigma(lam s + lam bhat_h), alpha shared by the run
+    C = np.array([q.W[:, i] * q.tau for q, i, _, _ in kinks], dtype=object).reshape(-1, X.shape[1])
+    mu = np.array([lam for *_, lam in kinks], dtype=object)
+    beta = np.array([q.planes_b[h] * lam for q, _, h, lam in kinks], dtype=object)
     normal = next(q.normal for q in pieces if q.normal is not None)
-    s = np.array([_dot(row, normal) for row in X], dtype=object)
-    # proof: proofs/bounds.md#relu-laminar
-    # sigma(z) = alpha z + (1 - alpha) z_+: the alpha part is linear in s everywhere
-    lin_slope = np.full(d, _ZERO, dtype=object)
-    lin_icpt = np.full(d, _ZERO, dtype=object)
-    groups: dict[bool, list] = {True: [], False: []}
-    for c, mu, beta, alpha in terms:
-        if alpha:
-            lin_slope = lin_slope + c * (alpha * mu)
-            lin_icpt = lin_icpt + c * (alpha * beta)
-        if alpha != 1:
-            k = 1 - alpha
-            # (mu s + beta)_+ is active for s > -beta/mu (mu > 0) or s < -beta/mu (mu < 0)
-            groups[mu > 0].append((-beta / mu, c * (k * mu), c * (k * beta)))
-    slope = np.tile(lin_slope, (N, 1))
-    icpt = np.tile(lin_icpt, (N, 1))
-    for positive, items in groups.items():
-        if not items:
-            continue
-        items.sort(key=lambda it: it[0])
-        brk = np.array([it[0] for it in items], dtype=object)
-        sl = np.array([it[1] for it in items], dtype=object).reshape(len(items), d)
-        ic = np.array([it[2] for it in items], dtype=object).reshape(len(items), d)
-        zero_row = np.full((1, d), _ZERO, dtype=object)
-        if positive:
-            # active: breakpoint < s; prefix sums over the sorted breakpoints
-            idx = np.searchsorted(brk, s, side="left")
-            cs = np.concatenate([zero_row, np.cumsum(sl, axis=0)])
-            ci = np.concatenate([zero_row, np.cumsum(ic, axis=0)])
-        else:
-            # active: breakpoint > s; suffix sums
-            idx = np.searchsorted(brk, s, side="right")
-            cs = np.concatenate([np.cumsum(sl[::-1], axis=0)[::-1], zero_row])
-            ci = np.concatenate([np.cumsum(ic[::-1], axis=0)[::-1], zero_row])
-        slope = slope + cs[idx]
-        icpt = icpt + ci[idx]
-    return out + slope * s[:, None] + icpt
+    return laminar_map_exact(out, normal, C, mu, beta, pieces[0].alpha)
 
 
 def _sigma_ball(z: flint.arb, alpha: flint.fmpq, alpha_arb: flint.arb) -> flint.arb:

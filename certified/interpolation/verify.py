@@ -3,8 +3,8 @@
 * Laminar ReLU / leaky-ReLU schedules (every piece laminar with a shared normal): exact. Runs
   of consecutive pieces whose normals lie on one line compose to ``x + G(a·x)`` with ``G``
   piecewise linear (proofs/bounds.md#interp-phase); ``G`` is evaluated for all points at once by
-  sorting its breakpoints and taking prefix sums: O(P log P + N log P + (P + N) d) rational
-  operations per run for P neurons and N points.
+  the flow's laminar map (:func:`certified.flow._relu_laminar.laminar_map_exact`: sorted
+  breakpoints and prefix sums, O(P log P + N log P + (P + N) d) rational operations per run).
 * Any other schedule: the certified flow engines (:func:`~certified.flow.api.enclose_flow`:
   the 53-bit vectorised engine or the arb region engine) enclose ``Φ_T(x_n)`` in boxes, which
   bound the error.
@@ -21,6 +21,7 @@ import numpy as np
 
 from certified.arith.exact import fmpq_to_float, to_fmpq
 from certified.errors import InputError, RangeOverflowError, ShapeError
+from certified.flow._relu_laminar import laminar_map_exact
 from certified.interpolation.construct import Interpolation, formula_switches, read_pairs
 from certified.models import Activation, Piece, Schedule
 from certified.verdict import Outcome
@@ -143,45 +144,15 @@ def laminar_runs(schedule: Schedule) -> list[tuple[int, int, np.ndarray, list[fl
 
 
 def _run_map(pieces, normal, lams, scales, alpha, X: np.ndarray) -> np.ndarray:
-    """``x + G(a·x)`` for a run: exact (proofs/bounds.md#interp-phase)."""
-    s = X.dot(normal)
-    # only coordinates some w_i moves (phase 2 of A moves one): G is zero in the others
+    """``x + G(a·x)`` for a run: exact (proofs/bounds.md#interp-phase), by the flow's laminar
+    map (one term ``τ w_i σ(μ_i s + b_i)`` per neuron, ``μ_i`` = scale × lambda)."""
+    # only coordinates some w_i moves (phase 2 of A moves one): the others keep their values
     cols = [k for k in range(X.shape[1]) if any(q != 0 for p in pieces for q in p.W[k])]
-    out = X.copy()
-    if not cols:
-        return out
-    d = len(cols)
-    # one row per neuron: c = tau w, sigma(mu s + beta), mu = (scale) (lambda)
     C = np.concatenate([piece.W[cols].T * piece.duration for piece in pieces])
     mu = np.empty(len(C), dtype=object)
     mu[:] = [c * lam for sc, lam in zip(scales, lams, strict=True) for c in sc]
-    unit = all(m == 1 for m in mu)
     beta = np.concatenate([piece.b for piece in pieces])
-    if alpha:  # sigma(z) = alpha z + (1 - alpha) z_+: the alpha part is linear in s everywhere
-        out[:, cols] += np.outer(s, (C * (alpha * mu)[:, None]).sum(axis=0))
-        out[:, cols] += (C * (alpha * beta)[:, None]).sum(axis=0)[None, :]
-        C = C * (1 - alpha)
-    zero_row = np.full((1, d), _ZERO, dtype=object)
-    for positive in (True, False):
-        sel = np.array([(m > 0) == positive for m in mu], dtype=bool)
-        if not sel.any():
-            continue
-        m_, b_, c_ = mu[sel], beta[sel], C[sel]
-        brk = -b_ if unit else -b_ / m_
-        order = sorted(range(len(brk)), key=brk.__getitem__)
-        brk, m_, b_, c_ = brk[order], m_[order], b_[order], c_[order]
-        sl, ic = (c_ if unit else c_ * m_[:, None]), c_ * b_[:, None]
-        # (mu s + beta)_+ is active where s is beyond the breakpoint -beta/mu
-        if positive:  # active where breakpoint < s: prefix sums
-            idx = np.searchsorted(brk, s, side="left")
-            cs = np.concatenate([zero_row, np.cumsum(sl, axis=0)])
-            ci = np.concatenate([zero_row, np.cumsum(ic, axis=0)])
-        else:  # active where breakpoint > s: suffix sums
-            idx = np.searchsorted(brk, s, side="right")
-            cs = np.concatenate([np.cumsum(sl[::-1], axis=0)[::-1], zero_row])
-            ci = np.concatenate([np.cumsum(ic[::-1], axis=0)[::-1], zero_row])
-        out[:, cols] += cs[idx] * s[:, None] + ci[idx]
-    return out
+    return laminar_map_exact(X, normal, C, mu, beta, alpha, cols)
 
 
 def laminar_images(schedule: Schedule, X: np.ndarray) -> np.ndarray:

@@ -228,6 +228,38 @@ def test_laminar_runs_compose_exactly(lam, data):
         assert contains(r, n, y)
 
 
+@given(lam=laminar_pieces(), data=st.data())
+def test_the_one_laminar_map_serves_flow_interpolation_and_certificates(lam, data):
+    # one implementation (flow._relu_laminar.laminar_map_exact) behind the three producer
+    # entry points: each agrees with the Fraction formula
+    from certified.certificates import laminar_flow_exact as certificate_images
+    from certified.flow._relu_laminar import laminar_map_exact
+    from certified.interpolation.verify import laminar_images
+    from certified.models import Piece, Schedule
+
+    d, W, A, b = lam
+    tau = data.draw(durations_st)
+    X = [[data.draw(coord) for _ in range(d)] for _ in range(data.draw(st.integers(1, 5)))]
+    want = [exact_laminar(W, A, b, tau, x) for x in X]
+    q = lambda M: np.array([[flint.fmpq(v.numerator, v.denominator) for v in r] for r in M])  # noqa: E731
+    Xq, Wq, Aq, bq = q(X), q(W), q(A), q([b])[0]
+    a = next((r for r in Aq if any(v != 0 for v in r)), None)
+    assume(a is not None)
+    mu = np.array([next(r[k] / a[k] for k in range(d) if a[k] != 0) for r in Aq])
+    assume(all(m != 0 for m in mu))
+    tq = flint.fmpq(tau.numerator, tau.denominator)
+    out = laminar_map_exact(Xq, a, Wq.T * tq, mu, bq, flint.fmpq(0))
+    assert [[frac(v) for v in row] for row in out] == want
+    if all(m > 0 for m in mu):  # interpolation's schedules: positive scales
+        sched = Schedule(d, "relu", (Piece(tq, Wq, Aq, bq),))
+        assert [[frac(v) for v in row] for row in laminar_images(sched, Xq)] == want
+    if all(m == 1 for m in mu):  # certificates: equal rows of A
+        spec = {"dimension": d, "activation": "relu", "pieces": [
+            {"duration": str(tau), "W": [[str(v) for v in r] for r in W],
+             "A": [[str(v) for v in r] for r in A], "b": [str(v) for v in b]}]}  # fmt: skip
+        assert [[frac(v) for v in row] for row in certificate_images(spec, X)] == want
+
+
 def test_laminar_exact_rejects_general_piece():
     with pytest.raises(NotLaminarError):
         laminar_flow_exact([[1.0], [0.0]], [[1.0, 0.0]], [0.0], 1, [[0.5, 0.5]])
