@@ -44,21 +44,18 @@ def parse_flow_instance(obj: Any) -> tuple[Any, np.ndarray]:
 
 
 def gronwall_bounds(schedule: Any, prec: int = 128) -> tuple[flint.fmpq, flint.fmpq]:
-    """Two-sided bounds on G = exp(Σ_j τ_j Σ_i |w_ij|₂ |a_ij|₂) (proofs/bounds.md#relu-gronwall).
+    """Two-sided bounds on G = exp(Σ_j τ_j Σ_i |w_ij|₂ |a_ij|₂) (proofs/bounds.md#relu-gronwall),
+    by :func:`certified.flow.relu.gronwall_bound` (the one Grönwall bound).
 
     Guarantee: encloses G.
     """
-    with precision(prec):
-        expo = flint.arb(0)
-        for piece in schedule.pieces:
-            W, A = to_fmpq_array(piece.W, "W"), to_fmpq_array(piece.A, "A")
-            s = flint.arb(0)
-            for i in range(A.shape[0]):
-                w2 = sum((v * v for v in W[:, i]), flint.fmpq(0))
-                a2 = sum((v * v for v in A[i]), flint.fmpq(0))
-                s += (flint.arb(w2) * flint.arb(a2)).sqrt()
-            expo += flint.arb(to_fmpq(piece.duration)) * s
-        return endpoints(expo.exp(), "Gronwall bound")
+    from certified.flow.relu import gronwall_bound
+
+    pieces = [
+        (to_fmpq(p.duration), to_fmpq_array(p.W, "W"), to_fmpq_array(p.A, "A"))
+        for p in schedule.pieces
+    ]
+    return endpoints(gronwall_bound(pieces, prec=prec)[1], "Gronwall bound")
 
 
 def _pair_bounds(lo: np.ndarray, hi: np.ndarray, X: np.ndarray, prec: int):

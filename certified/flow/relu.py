@@ -10,13 +10,15 @@ their exact binary values), object arrays of ``flint.fmpq``, or strings ``"p/q"`
 * :func:`relu_flow` -- enclosures of the time-T map for points (and axis-aligned boxes), with
   hints describing the regions and hyperplane crossings of every trajectory.
 * :func:`gronwall_lipschitz`, :func:`relu_flow_jacobian` -- certified Lipschitz constants of
-  the flow map (global Gronwall bound; C^1 enclosure of D Phi over a box).
+  the flow map (global Gronwall bound; C^1 enclosure of D Phi over a box);
+  :func:`gronwall_bound` -- the Grönwall exponent and bound as balls (used by attention).
 
 Methods and lemmas: proofs/bounds.md, section "ReLU flows".
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +46,7 @@ __all__ = [
     "DEFAULT_PREC",
     "FlowLipschitzBound",
     "NotLaminarError",
+    "gronwall_bound",
     "gronwall_lipschitz",
     "laminar_flow_exact",
     "relu_flow",
@@ -406,6 +409,30 @@ def _lists(W_list: Any, A_list: Any, durations: Any):
         )
 
 
+def gronwall_bound(
+    pieces: Sequence[tuple[flint.fmpq, np.ndarray, np.ndarray]], *, prec: int = DEFAULT_PREC
+) -> tuple[flint.arb, flint.arb]:
+    """Balls enclosing the Grönwall exponent ``E = sum_j tau_j sum_i |w_ij|_2 |a_ij|_2`` and
+    ``G = exp(E)``, for pieces given as exact ``(tau, W (d x p), A (p x d))`` (fmpq; already
+    validated by the caller's parser). The one Grönwall bound of the package: see
+    :func:`gronwall_lipschitz` for its meaning.
+
+    Guarantee: the balls contain E and G (proofs/bounds.md#relu-gronwall), so
+    ``Lip(Phi_T) <= G`` for any 1-Lipschitz activation.
+    """
+    with precision(check_precision(prec)):
+        expo = flint.arb(0)
+        for tau, W, A in pieces:
+            s = flint.arb(0)
+            for i in range(A.shape[0]):
+                w2 = sum((v * v for v in W[:, i]), flint.fmpq(0))
+                a2 = sum((v * v for v in A[i]), flint.fmpq(0))
+                if w2 and a2:
+                    s += (flint.arb(w2) * flint.arb(a2)).sqrt()
+            expo += flint.arb(tau) * s  # proof: proofs/bounds.md#relu-gronwall
+        return expo, expo.exp()
+
+
 def gronwall_lipschitz(
     W_list: Any, A_list: Any, durations: Any, *, prec: int = DEFAULT_PREC
 ) -> FlowLipschitzBound:
@@ -436,19 +463,9 @@ def gronwall_lipschitz(
     _lists(W_list, A_list, durations)
     zeros = [[0] * (len(A) if hasattr(A, "__len__") else 0) for A in A_list]
     pieces = parse_schedule(W_list, A_list, zeros, durations, flint.fmpq(0))
-    with precision(prec):
-        expo = flint.arb(0)
-        for q in pieces:
-            s = flint.arb(0)
-            for i in range(q.p):
-                w2 = sum((v * v for v in q.W[:, i]), flint.fmpq(0))
-                a2 = sum((v * v for v in q.A[i]), flint.fmpq(0))
-                if w2 and a2:
-                    s += (flint.arb(w2) * flint.arb(a2)).sqrt()
-            expo += flint.arb(q.tau) * s  # proof: proofs/bounds.md#relu-gronwall
-        value = expo.exp()
-        upper_q = endpoints(value, "gronwall bound")[1]
-        expo_q = endpoints(expo, "gronwall exponent")[1]
+    expo, value = gronwall_bound([(q.tau, q.W, q.A) for q in pieces], prec=prec)
+    upper_q = endpoints(value, "gronwall bound")[1]
+    expo_q = endpoints(expo, "gronwall exponent")[1]
     try:
         upper = fmpq_to_float(upper_q, "up")
     except Exception:  # RangeOverflowError: the bound exceeds the float range
