@@ -21,6 +21,7 @@ from certified.errors import InputError, ShapeError
 from certified.flow.options import SaveAt, StepPolicy, initial_set
 from certified.flow.relu import FlowLipschitzBound
 from certified.flow.result import FlowStatus
+from certified.models import Schedule
 
 __all__ = ["flow_jacobian", "norm2_upper"]
 
@@ -93,6 +94,15 @@ def flow_jacobian(
         )
     J = res.hints["jacobian"][0]
     upper = norm2_upper(J)
+    if isinstance(field, Schedule):  # Gronwall also bounds it (globally): keep the smaller
+        from certified.flow.relu import gronwall_lipschitz
+
+        pieces = field.pieces
+        g = gronwall_lipschitz(
+            [p.W for p in pieces], [p.A for p in pieces], [p.duration for p in pieces]
+        )
+        if g.upper_exact is not None and g.upper_exact < upper:
+            upper = g.upper_exact
     return FlowLipschitzBound(
         fmpq_to_float(upper, "up"),
         upper,

@@ -48,7 +48,11 @@ class _Jets:
                 sl = np.where(bad[:, None, None], 0.0, sl)
                 sh = np.where(bad[:, None, None], 0.0, sh)
         lo, hi, status = jets_float64(self.tape, pl, ph, xl, xh, sl, sh, order=order)
-        return lo, hi, np.where(bad, 1, status)
+        status = np.where(bad, 1, status)
+        failed = status != 0
+        if failed.any():  # their coefficients are [-inf, inf]: zeros keep the arithmetic finite
+            lo[:, failed], hi[:, failed] = 0.0, 0.0
+        return lo, hi, status
 
 
 def _step_size(coefs: np.ndarray, c: np.ndarray, K: int, tol: float) -> float:
@@ -249,7 +253,7 @@ def lohner_flow(
     n, d = sets.c.shape
     saves = save_at.times(problem.total_time)
     saved, tube_times, steps_hint, boxes_hint = [], [], [], []
-    t, count, ratio = flint.fmpq(0), 0, 1.0
+    t, count, ratio, last = flint.fmpq(0), 0, 1.0, None
     for j, piece in enumerate(problem.pieces):
         end = t + piece.duration
         steps_j, boxes_j = [], []
@@ -259,6 +263,8 @@ def lohner_flow(
                 h = min(h, policy.max_step)
             coefs, centres = state.coefficients(j)
             guess = _step_size(coefs, centres, K, policy.tolerance) * ratio
+            if last is not None:  # at most double the last step (the centre's coefficients
+                guess = min(guess, 2 * last)  # vanish at an equilibrium: guess = inf)
             if np.isfinite(guess) and 0 < guess < float(h):
                 h = _dyadic_floor(guess)
             tol, shrunk = policy.tolerance, False
@@ -283,6 +289,7 @@ def lohner_flow(
             if count > policy.max_steps:
                 return _failure(saves, n, d, t, np.arange(0), j, budget=policy.max_steps)
             steps_j.append(h)
+            last = float(h)
             boxes_j.append(B)
             if save_at.steps:
                 tube_times.append((str(t), str(t + h)))
