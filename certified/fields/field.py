@@ -19,6 +19,7 @@ from typing import Any
 import flint
 import numpy as np
 
+from certified.arith import Interval
 from certified.arith.exact import fmpq_to_str, to_fmpq
 from certified.checker.taylor import ExpressionField, Rejected, parse_field
 from certified.errors import InputError, ShapeError
@@ -136,6 +137,48 @@ class VectorField:
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.graph)
+
+    def taylor_coefficients(self, X: Any, order: int, values: Any = None):
+        """Taylor coefficients ``x_0..x_order`` of the solutions through the points or boxes
+        X (an Interval or an (N, d) array), in compiled float64 interval arithmetic: an
+        Interval of shape (order + 1, N, d) (proofs/bounds.md#taylor-ad).
+
+        Guarantee: encloses the k-th Taylor coefficient at t = 0 of every solution starting
+        in each box.
+        """
+        lo, hi = self._jets(X, order, values, jacobian=False)
+        return Interval(lo[..., 0], hi[..., 0])
+
+    def jacobian(self, X: Any, values: Any = None):
+        """An enclosure of ``Df`` over each box of X: an Interval of shape (N, d, d).
+
+        Guarantee: contains Df(x) for every x in each box.
+        """
+        lo, hi = self._jets(X, 1, values, jacobian=True)
+        return Interval(lo[1, :, :, 1:], hi[1, :, :, 1:])
+
+    def _jets(self, X: Any, order: int, values: Any, jacobian: bool):
+        from certified.arith.taylor import compile_tape, jets_float64, parameter_intervals
+
+        box = X if isinstance(X, Interval) else Interval(np.atleast_2d(np.asarray(X, float)))
+        if box.ndim != 2 or box.shape[1] != self.dimension:
+            raise ShapeError(f"X: expected shape (N, {self.dimension}), got {box.shape}")
+        vals = self.values if values is None else self.parameter_values(values)
+        if vals is None and self.parameters:
+            raise FieldError("values: the field has parameters and no default values")
+        pl, ph = parameter_intervals(vals or ())
+        n, d = box.shape
+        seeds = np.broadcast_to(np.eye(d), (n, d, d)) if jacobian else None
+        lo, hi, status = jets_float64(compile_tape(self.expression), pl, ph, box.lo, box.hi,
+                                      seeds, seeds, order=order)  # fmt: skip
+        if np.any(status != 0):
+            bad = int(np.flatnonzero(status)[0])
+            raise FieldError(
+                f"X[{bad}]: the field leaves its domain or overflows on this box "
+                "(log/sqrt of a non-positive value, division by an interval "
+                "containing 0)"
+            )
+        return lo, hi
 
     def evaluate(self, x: Any, values: Any = None) -> np.ndarray:
         """``f(x)`` in float64 for points x of shape (N, d) (no guarantee: for sampling
