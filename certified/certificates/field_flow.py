@@ -1,7 +1,7 @@
 """Certificates of flows of expression fields (kind ``flow`` v1, rule ``taylor-lohner``).
 
 The claimed enclosures are those of the checker's own replay
-(:func:`certified.checker.taylor.replay_flow`, public) at the certificate's precision, rounded
+(:func:`certified.checker.lohner.replay_flow`, public) at the certificate's precision, rounded
 outward to doubles: the checker accepts them by construction, and they are often tighter than
 the float64 producer's.
 """
@@ -102,6 +102,7 @@ def field_flow_certificate(
     else:
         data = _box_hint(np.stack([sets.lo, sets.hi], axis=-1))
     instance = {**problem.to_json(), start: data, "time": exact_number(problem.total_time)}
+    instance.pop("sphere", None)  # the statement is about the flow in R^d (semantics.md)
     instance["pieces"] = [
         {"duration": exact_number(p.duration), "parameters": [exact_number(v) for v in p.values]}
         for p in problem.pieces

@@ -13,7 +13,6 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from types import SimpleNamespace
 from typing import Any
 
 import flint
@@ -267,8 +266,11 @@ class PiecewiseField:
         return sum((p.duration for p in self.pieces), flint.fmpq(0))
 
     def to_json(self) -> dict[str, Any]:
-        """``{"field": graph, "pieces": [{"duration", "parameters"}]}`` with exact strings."""
+        """``{"field": graph, "pieces": [{"duration", "parameters"}]}`` with exact strings
+        (and ``"sphere": true`` for a field tangent to the unit sphere)."""
+        sphere = {"sphere": True} if self.field.sphere else {}
         return {
+            **sphere,
             "field": self.field.to_json(),
             "pieces": [
                 {
@@ -285,6 +287,10 @@ class PiecewiseField:
         (autonomous: needs ``time``) or a bare graph without parameters (needs ``time``)."""
         if not isinstance(obj, Mapping):
             raise FieldError(f"{where}: expected a JSON object")
+        if time is not None:
+            time = to_fmpq(time, "--time")
+            if not time > 0:
+                raise InputError(f"--time: {time} is not positive; the final time must be > 0")
         if "nodes" in obj:
             obj = {"field": obj}
         extra = set(obj) - {"field", "pieces", "values", "sphere"}
@@ -326,6 +332,9 @@ def read_field(source: Any, *, time: Any = None) -> PiecewiseField:
     if isinstance(source, str) and source in EXAMPLES:
         if time is None:
             raise InputError(f"--time: the example field {source!r} needs the final time T > 0")
+        time = to_fmpq(time, "--time")
+        if not time > 0:
+            raise InputError(f"--time: {time} is not positive; the final time must be > 0")
         return EXAMPLES[source]().for_time(time)
     if not isinstance(source, (str, os.PathLike)):
         raise InputError(f"field: expected a file name or one of {sorted(EXAMPLES)}")
@@ -337,6 +346,18 @@ def read_field(source: Any, *, time: Any = None) -> PiecewiseField:
     obj = read_json(source)
     with prefixed_errors(source):
         return PiecewiseField.from_json(obj, time=time)
+
+
+class _Parameters:
+    """``p.name`` for the declared parameters; an undeclared name is an InputError."""
+
+    def __init__(self, builder: GraphBuilder) -> None:
+        self._builder = builder
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._builder.param(name)
 
 
 def field(
@@ -355,5 +376,5 @@ def field(
     Guarantee: exact (the graph records exactly the operations written).
     """
     b = GraphBuilder(dimension, parameters)
-    p = SimpleNamespace(**{n: b.param(n) for n in b.names})
+    p = _Parameters(b)
     return VectorField(b.graph(f(b.x, p)), values=values, name=name, sphere=sphere)

@@ -16,7 +16,21 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["add_arguments", "decimal_upper", "run"]
+
+
+def decimal_upper(x) -> str:
+    """A decimal string (17 significant digits, readable by float()) whose exact value is at
+    least x (an fmpq or a float): widths in --json stay upper bounds when read exactly.
+
+    Guarantee: upper bound.
+    """
+    from decimal import ROUND_CEILING, Context, Decimal
+
+    from certified.arith.exact import fmpq_to_float
+
+    up = x if isinstance(x, float) else fmpq_to_float(x, "up")
+    return str(Context(prec=17, rounding=ROUND_CEILING).plus(Decimal(up)))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -124,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
                 ]
                 for a, b in zip(enc.lo.tolist(), enc.hi.tolist(), strict=True)
             ]
-            out["max_width"] = repr(result.max_width())
+            out["max_width"] = decimal_upper(result.max_width())
         print_json(out)
     else:
         if ok:
@@ -166,7 +180,7 @@ def _read_start(args, d: int, what: str):
 def _run_field(args, t0: float, schedule=None) -> int:
     """``certified flow --field`` (and smooth schedules with --save-at): rule taylor-lohner."""
     from certified._progress import Progress
-    from certified.arith.exact import fmpq_to_float, fmpq_to_str, to_fmpq
+    from certified.arith.exact import fmpq_to_str, to_fmpq
     from certified.certificates import command_json, print_json, write_if_accepted
     from certified.certificates.field_flow import FieldCertificateError
     from certified.errors import InputError
@@ -218,7 +232,7 @@ def _run_field(args, t0: float, schedule=None) -> int:
                 [[fmpq_to_str(to_fmpq(lo)), fmpq_to_str(to_fmpq(hi))] for lo, hi in row]
                 for row in claims
             ]
-            out["max_width"] = repr(fmpq_to_float(width, "up"))  # as the ReLU path: a float
+            out["max_width"] = decimal_upper(width)
             out["times"] = list(result.times)
         print_json(out)
     else:
