@@ -299,18 +299,33 @@ def test_lorenz_matches_arb_at_200_bits():
 # --- (d) a broken kernel is caught ---------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def broken_tape_jets(tmp_path_factory):
-    """tape_jets with the mul convolution dropping its j = 0 term."""
+def _mutated_tape_jets(tmp_path_factory, name, good, bad):
+    """tape_jets compiled from the kernel source with the one line ``good`` replaced."""
     src = inspect.getsource(tk)
-    good = "n = _dconv(ACC, M, H, R, a, b, k, q, 0, k, False, 1.0, p0, p1)"
     assert src.count(good) == 1
-    path = tmp_path_factory.mktemp("broken") / "broken_taylor_kernels.py"
-    path.write_text(src.replace(good, good.replace("q, 0, k,", "q, 1, k,")))
-    spec = importlib.util.spec_from_file_location("broken_taylor_kernels", path)
+    path = tmp_path_factory.mktemp(name) / f"{name}_taylor_kernels.py"
+    path.write_text(src.replace(good, bad))
+    spec = importlib.util.spec_from_file_location(f"{name}_taylor_kernels", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.tape_jets
+
+
+@pytest.fixture(scope="module")
+def broken_tape_jets(tmp_path_factory):
+    """tape_jets with the mul convolution dropping its j = 0 term."""
+    good = "n = _dconv(ACC, M, H, R, a, b, k, q, 0, k, False, 1.0, p0, p1)"
+    return _mutated_tape_jets(
+        tmp_path_factory, "broken", good, good.replace("q, 0, k,", "q, 1, k,")
+    )
+
+
+@pytest.fixture(scope="module")
+def no_rounding_tape_jets(tmp_path_factory):
+    """tape_jets whose closed sums forget the rounding error of their midpoint (the radius is
+    the propagated radii only)."""
+    good = "r = ((abs(e) + t) + ACC[_P, p]) * F"
+    return _mutated_tape_jets(tmp_path_factory, "norounding", good, "r = ACC[_P, p] * F")
 
 
 def _caught(test, **strategies) -> bool:
@@ -395,3 +410,100 @@ def test_parameter_and_constant_intervals_are_outward():
     spec = {"dimension": 1, "parameters": [], "nodes": [["x", 0], ["c", "1/3"]], "outputs": [1]}
     tape = compile_tape(parse_field(spec))
     assert Fraction(tape.const_lo[0]) < Fraction(1, 3) < Fraction(tape.const_hi[0])
+
+
+def test_radius_without_the_rounding_term_is_caught(monkeypatch, no_rounding_tape_jets):
+    def prop_graphs(graph, seed):
+        _, _, _, bad = check_graph(*graph, seed, 4, 0.0, 1)
+        assert not bad
+
+    monkeypatch.setattr(tk, "tape_jets", no_rounding_tape_jets)
+    assert _caught(prop_graphs, graph=graphs(favour=("mul",)), seed=st.integers(0, 2**32 - 1))
+
+
+# --- (f) ball arithmetic: as tight as arb's 53-bit balls at points -----------------------------
+
+VDP = {
+    "dimension": 2,
+    "parameters": ["mu"],
+    "nodes": [
+        ["x", 0], ["x", 1], ["p", 0], ["c", 1], ["sqr", 0], ["sub", 3, 4], ["mul", 2, 5],
+        ["mul", 6, 1], ["sub", 7, 0],
+    ],
+    "outputs": [1, 8],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("spec", "params", "x"),
+    [
+        (LORENZ, LORENZ_PARAMS, [15.0, 15.0, 36.0]),
+        (LORENZ, LORENZ_PARAMS, [1.0, 2.0, 20.0]),
+        (LORENZ, LORENZ_PARAMS, [-5.3, 7.1, 30.2]),
+        (VDP, ["1"], [2.0, 0.0]),
+        (VDP, ["1"], [0.3, -1.7]),
+        (VDP, ["1/3"], [2.0, 0.5]),
+    ],
+)
+@pytest.mark.parametrize("with_seeds", [False, True])
+def test_point_widths_within_twice_arb_53_bits(spec, params, x, with_seeds):
+    """At points, every coefficient (and dual part) is at most twice as wide as arb's 53-bit
+    ball from the same recurrences, and exact (radius 0) wherever arb's is."""
+    field = parse_field(spec)
+    pl, ph = parameter_intervals(params)
+    x = np.array([x])
+    d = field.dimension
+    seeds = np.eye(d)[None] if with_seeds else None
+    order = 20
+    lo, hi, status = jets_float64(compile_tape(field), pl, ph, x, x, seeds, seeds, order=order)
+    assert status[0] == 0
+    ref = reference(field, params, x[0], None if seeds is None else seeds[0], order, prec=53)
+    for k in range(order + 1):
+        for c in range(d):
+            for q in range(lo.shape[3]):
+                w = Fraction(hi[k, 0, c, q]) - Fraction(lo[k, 0, c, q])
+                arb_w = 2 * _exact(ref[k][c][q].rad())
+                assert w <= 2 * arb_w, (k, c, q, float(w), float(arb_w))
+
+
+def test_exact_operations_add_no_radius():
+    """Lorenz at (15, 15, 36): x_1 = (0, -135, 225 - 96) (the last through 8/3, inexact), and
+    sigma (y - x) stays exactly 0 at every order; as in arb."""
+    lo, hi = _one(LORENZ, LORENZ_PARAMS, [15.0, 15.0, 36.0], 6)
+    assert lo[1, 0] == hi[1, 0] == 0.0
+    assert lo[1, 1] == hi[1, 1] == -135.0
+    assert lo[1, 2] < 129.0 < hi[1, 2]
+    # exact products, sums and halvings: x' = x^2 from 1/2 has coefficients 2^-(k+1)
+    spec = {"dimension": 1, "parameters": [], "nodes": [["x", 0], ["sqr", 0]], "outputs": [1]}
+    lo, hi = _one(spec, [], 0.5, 12)
+    for k in range(13):
+        assert lo[k, 0] == hi[k, 0] == 2.0 ** -(k + 1)
+
+
+def test_closed_sum_radius_is_an_upper_bound_at_random_balls():
+    """The ball of a sum of products from random balls contains the exact sum for every
+    choice of corners (the lemma of #taylor-ball, checked in exact rationals)."""
+    rng = np.random.default_rng(7)
+    n_terms, N = 5, 8
+    M = np.zeros((2 * n_terms + 2, 1, 1, N))
+    R = np.zeros_like(M)
+    H = np.zeros_like(M)
+    for t in range(2 * n_terms):
+        M[t, 0, 0] = rng.uniform(-3, 3, N) * 2.0 ** rng.integers(-20, 20, N)
+        R[t, 0, 0] = np.where(rng.random(N) < 0.5, 0.0, np.abs(M[t, 0, 0]) * 1e-9)
+        H[t, 0, 0] = [tk._split(v) for v in M[t, 0, 0]]
+    ACC = np.zeros((4, N))
+    st = np.zeros(N, np.int64)
+    for t in range(n_terms):
+        tk._acc(ACC, M, H, R, t, 0, 0, n_terms + t, 0, 0, float(t - 2 or 3), 0, N)
+    tk._close(ACC, n_terms, M, H, R, st, 2 * n_terms, 0, 0, 0, N)
+    for p in range(N):
+        m, r = Fraction(M[2 * n_terms, 0, 0, p]), Fraction(R[2 * n_terms, 0, 0, p])
+        for corner in range(8):
+            total = Fraction(0)
+            for t in range(n_terms):
+                sa = 1 if (corner >> (t % 3)) & 1 else -1
+                a = Fraction(M[t, 0, 0, p]) + sa * Fraction(R[t, 0, 0, p])
+                b = Fraction(M[n_terms + t, 0, 0, p]) - sa * Fraction(R[n_terms + t, 0, 0, p])
+                total += (t - 2 or 3) * a * b
+            assert abs(total - m) <= r

@@ -457,6 +457,7 @@ def _sqrt_node(ACC, M, H, R, st, i, a, k, G1, tmp, p0, p1):
         M[0, tmp, 0, p] = 2.0 * M[0, i, 0, p]
         H[0, tmp, 0, p] = 2.0 * H[0, i, 0, p]
         R[0, tmp, 0, p] = 2.0 * R[0, i, 0, p]
+        st[p] = _stat(st[p], M[0, tmp, 0, p], R[0, tmp, 0, p])  # 2 y_0 may overflow
     if k > 0:
         _div_ball(M, H, R, st, k, i, 0, tmp, 0, k, i, 0, p0, p1)
     for q in range(1, G1):  # 2 y_0[0] y_k[q] = a_k[q] - 2 sum_{j=1..k} y_j[0] y_{k-j}[q]
