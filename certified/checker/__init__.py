@@ -1,10 +1,8 @@
 """The trusted kernel: re-checks a certificate file from its data alone.
 
-This package imports only the Python standard library and python-flint, and only relative
-imports within itself (a test enforces both), so the directory can be copied out and run on
-its own. The file format is ``proofs/format.md``, the meaning of VERIFIED is
-``proofs/semantics.md`` and the soundness argument of each rule is
-``proofs/checker_soundness.md``.
+It imports only the standard library, python-flint and itself (a test enforces it), so the
+directory runs when copied out. Format: ``proofs/format.md``; meaning of VERIFIED:
+``proofs/semantics.md``; soundness of each rule: ``proofs/checker_soundness.md``.
 
 Usage::
 
@@ -46,24 +44,10 @@ from ._separation_rule import MAX_SEPARATION_COST, check_separation_v1, gradient
 from ._wasserstein_rule import check_wasserstein_v1
 from .flow import check_flow_v1
 
-__all__ = [
-    "KINDS",
-    "MAX_BYTES",
-    "MAX_DEPTH",
-    "MAX_DIGITS",
-    "MAX_EXPONENT",
-    "MAX_HEIGHT_BITS",
-    "MAX_REPLAY_COST",
-    "MAX_SEPARATION_COST",
-    "MAX_TOKENS",
-    "Verdict",
-    "check_bytes",
-    "check_certificate",
-    "check_file",
-    "check_paths",
-    "gc_paused",
-    "gradient_coordinate",
-]
+__all__ = ["KINDS", "MAX_BYTES", "MAX_DEPTH", "MAX_DIGITS", "MAX_EXPONENT", "MAX_HEIGHT_BITS",
+           "MAX_REPLAY_COST", "MAX_SEPARATION_COST", "MAX_TOKENS", "Verdict", "check_bytes",
+           "check_certificate", "check_file", "check_paths", "gc_paused",
+           "gradient_coordinate"]  # fmt: skip
 
 KINDS = {
     "flow": {1: check_flow_v1},
@@ -77,11 +61,9 @@ KINDS = {
 
 @dataclass(frozen=True)
 class Verdict:
-    """Outcome of checking one certificate.
-
-    ``verified`` is True only if the certificate is well formed and its claim was replayed
-    successfully; ``kind`` is the certificate kind when it could be read (else None);
-    ``reason`` says why it was rejected, or summarises what was verified.
+    """Outcome of checking one certificate: ``verified`` only if it is well formed and its claim
+    was replayed; ``kind`` when it could be read (else None); ``reason``: why it was rejected,
+    or a summary of what was verified.
 
     Guarantee: ``verified`` implies the statement of ``proofs/semantics.md`` for ``kind``.
     """
@@ -116,10 +98,8 @@ def _kind_of(obj: Any) -> str | None:
 
 
 def check_certificate(obj: Any) -> Verdict:
-    """Check a certificate given as a parsed JSON value (dicts, lists, ints, strings).
-
-    Never raises (except on KeyboardInterrupt and similar): every failure, including an
-    unexpected exception, is a rejection.
+    """Check a certificate given as a parsed JSON value (dicts, lists, ints, strings). Never
+    raises (but KeyboardInterrupt and the like): every failure is a rejection.
 
     Guarantee: ``verified`` implies the statement of ``proofs/semantics.md`` for the kind.
     """
@@ -129,9 +109,7 @@ def check_certificate(obj: Any) -> Verdict:
         return Verdict(True, kind, summary)
     except Rejected as exc:
         return Verdict(False, _kind_of(obj), str(exc) or "rejected")
-    except (
-        Exception
-    ) as exc:  # fail closed on anything unforeseen (MemoryError, RecursionError, ...)
+    except Exception as exc:  # fail closed on anything unforeseen (MemoryError, RecursionError)
         return Verdict(False, _kind_of(obj), f"internal error: {type(exc).__name__}: {show(exc)}")
 
 
@@ -164,13 +142,8 @@ def check_bytes(data: bytes) -> Verdict:
 
 
 def check_file(path: str | os.PathLike[str]) -> Verdict:
-    """Read at most ``MAX_BYTES + 1`` bytes of ``path`` and check them.
-
-    Raises
-    ------
-    OSError
-        The file cannot be read (missing, a directory, no permission): an I/O error, not a
-        verdict.
+    """Read at most ``MAX_BYTES + 1`` bytes of ``path`` and check them. Raises OSError when the
+    file cannot be read (an I/O error, not a verdict).
 
     Guarantee: ``verified`` implies the statement of ``proofs/semantics.md`` for the kind.
     """
@@ -185,13 +158,6 @@ _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}
 def _one_line(text: str) -> str:
     """``text`` as printable ASCII on one line (escapes for control and non-ASCII chars)."""
     return text.encode("ascii", "backslashreplace").decode("ascii").translate(_CONTROL)
-
-
-def _verdict_line(name: str, verdict: Verdict) -> str:
-    """The output line of one file."""
-    if verdict.verified:
-        return f"VERIFIED {verdict.kind} {_one_line(name)}"
-    return f"REJECTED {_one_line(name)}: {_one_line(verdict.reason)}"
 
 
 def check_paths(paths: list[str], out: TextIO) -> int:
@@ -209,7 +175,9 @@ def check_paths(paths: list[str], out: TextIO) -> int:
             print(f"REJECTED {_one_line(path)}: I/O error: {reason}", file=out, flush=True)
             status = 2
             continue
-        print(_verdict_line(path, verdict), file=out, flush=True)
-        if not verdict.verified:
+        if verdict.verified:
+            print(f"VERIFIED {verdict.kind} {_one_line(path)}", file=out, flush=True)
+        else:
+            print(f"REJECTED {_one_line(path)}: {_one_line(verdict.reason)}", file=out, flush=True)
             status = max(status, 1)
     return status

@@ -21,6 +21,7 @@ from ._parse import (
     exact,
     exact_row,
     fields,
+    positive,
     small_integer,
     string,
     vector,
@@ -41,9 +42,7 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
     for j, p in enumerate(array(instance["pieces"], "instance.pieces")):
         at = f"instance.pieces[{j}]"
         fields(p, at, ("duration", "parameters"))
-        duration = exact(p["duration"], f"{at}.duration")
-        if not duration > 0:
-            raise Rejected(f"{at}.duration: must be > 0")
+        duration = positive(p["duration"], f"{at}.duration")
         values = exact_row(array(p["parameters"], f"{at}.parameters", len(names), 0), at)
         pieces.append((duration, values))
     if start == "points":
@@ -93,11 +92,12 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
         for j in range(len(pieces))
     ]
 
-    old = flint.ctx.prec
-    flint.ctx.prec = prec
-    try:
+    with flint.ctx.workprec(prec):
         balls = [(t, [flint.arb(v) for v in values]) for t, values in pieces]
-        out = replay_flow(field, balls, starts, steps, boxes, K, m, times)
+        try:
+            out = replay_flow(field, balls, starts, steps, boxes, K, m, times)
+        except ReplayError as exc:
+            raise Rejected(f"hints: {exc}") from None
         for k, per_time in enumerate(out):
             for i, hull in enumerate(per_time):
                 for q, ball in enumerate(hull):
@@ -107,10 +107,6 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
                             f"claim.enclosures[{k}][{i}][{q}]: does not contain the replayed "
                             "enclosure"
                         )
-    except ReplayError as exc:
-        raise Rejected(f"hints: {exc}") from None
-    finally:
-        flint.ctx.prec = old
     return (
         f"rule taylor-lohner: {n} {start}, {len(pieces)} pieces, {total} steps, order {K}, "
         f"{len(field.nodes)} nodes"

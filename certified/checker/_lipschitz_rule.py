@@ -12,8 +12,9 @@ from typing import Any
 
 import flint
 
-from ._parse import MAX_REPLAY_COST, Rejected, exact, fields, matrix, small_integer, string, vector
-from ._wasserstein_rule import _measure, check_wasserstein_v1
+from . import _parse
+from ._parse import Rejected, exact, fields, matrix, measure, small_integer, string, vector
+from ._wasserstein_rule import check_wasserstein_v1
 
 MAX_ND = 256  # n * d: the Jacobian is (nd)², its Cholesky (nd)³/6 ball operations
 
@@ -113,9 +114,7 @@ def check_lipschitz_v1(instance: Any, claim: Any, hints: Any) -> str:
     h = fields(hints, "hints", ("precision", "norms"))
     prec = small_integer(h["precision"], "hints.precision", 53, 4096)
     KtQ = [[sum(K[r][a] * Q[r][b] for r in range(k)) for b in range(d)] for a in range(d)]
-    old = flint.ctx.prec
-    flint.ctx.prec = prec
-    try:
+    with flint.ctx.workprec(prec):
         nv, nm = norm_bounds(h["norms"], V, KtQ, refuted)
         if hyp == "H1":
             RHS = nv * nm * flint.arb(R * R) * flint.arb(12 * n + 3).sqrt()
@@ -134,8 +133,6 @@ def check_lipschitz_v1(instance: Any, claim: Any, hints: Any) -> str:
             J = _jacobian(A, Va, flint.arb_mat(X))
             if not (RHS >= flint.arb(rhs) and _pd(_gram_gap(J, flint.arb(lhs * lhs)))):
                 raise Rejected("claim: ‖Df(X)‖₂ <= lhs_upper or RHS >= rhs_lower not certified")
-    finally:
-        flint.ctx.prec = old
     return f"{hyp} {verdict}: n = {n}, d = {d}, lhs {'>=' if refuted else '<='} {lhs}"
 
 
@@ -151,7 +148,7 @@ def check_h3_v1(instance, claim, hints) -> str:
     Q = matrix(inst["Q"], "instance.Q", None, None)
     k, d, R = len(Q), len(Q[0]), exact(inst["R"], "instance.R")
     K, V = matrix(inst["K"], "instance.K", k, d), matrix(inst["V"], "instance.V", d, d)
-    (X, a), (Y, b) = (_measure(inst[key], f"instance.{key}", d) for key in ("mu", "nu"))
+    (X, a), (Y, b) = (measure(inst[key], f"instance.{key}", d) for key in ("mu", "nu"))
     refuted = isinstance(claim, dict) and claim.get("verdict") == "REFUTED"
     lk, rk = ("lhs_lower", "rhs_upper") if refuted else ("lhs_upper", "rhs_lower")
     c = fields(claim, "claim", ("hypothesis", "verdict", lk, rk))
@@ -162,7 +159,7 @@ def check_h3_v1(instance, claim, hints) -> str:
     prec, n, m = small_integer(h["precision"], "hints.precision", 53, 4096), len(X), len(Y)
     if R <= 0 or any(sum(x * x for x in p) > R * R for p in X + Y):
         raise Rejected("instance: need R > 0 and every atom of mu and nu in B_R")
-    if (n + m) ** 2 * d * (1 + prec // 64) > MAX_REPLAY_COST:
+    if (n + m) ** 2 * d * (1 + prec // 64) > _parse.MAX_REPLAY_COST:
         raise Rejected("resource limit: (n + m)^2 d (1 + precision / 64) is too large")
     base = fields(h["base"], "hints.base", ("claim", "hints"))  # a wasserstein claim and hints
     try:  # W₂(μ, ν)² in [lower_q, upper_q]; the coupling is also one of Fμ and Fν

@@ -319,6 +319,26 @@ def string(value: Any, where: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
+def positive(value: Any, where: str) -> flint.fmpq:
+    """An exact number > 0."""
+    x = exact(value, where)
+    if x <= 0:
+        raise Rejected(f"{where}: must be > 0")
+    return x
+
+
+def measure(value: Any, where: str, d: int | None = None) -> tuple[list, list]:
+    """A discrete probability measure: points (N x d) and weights >= 0 summing exactly to 1."""
+    fields(value, where, ("points", "weights"))
+    points = matrix(value["points"], f"{where}.points", None, d)
+    weights = vector(value["weights"], f"{where}.weights", len(points))
+    if any(w < 0 for w in weights):
+        raise Rejected(f"{where}.weights: a weight is negative (they must be >= 0)")
+    if sum(weights, flint.fmpq(0)) != 1:
+        raise Rejected(f"{where}.weights: the weights do not sum to exactly 1")
+    return points, weights
+
+
 def box_rows(value: Any, where: str, n: int | None, d: int) -> list[list[tuple]]:
     """N x d x [lo, hi] exact numbers with lo <= hi."""
     boxes = []

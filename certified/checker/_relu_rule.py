@@ -1,12 +1,10 @@
 """Rule ``relu-regions`` of kind ``flow`` v1: enclosures of (leaky) ReLU flows with non-laminar
 pieces, re-derived region by region in arb (proofs/checker_soundness.md#relu-regions).
 
-Hints: ``{"method": "relu-regions", "precision": P, "order": N, "grid": G, "points": [per
-point, per piece: {"kind": "laminar"} | {"kind": "equilibrium"} | {"kind": "regions",
-"segments": [{"region", "start", "end", "steps": [[t0, t1], ...]}], "crossings":
-[{"neurons", "window": [lo, hi], "eps"}]}]}``. The hints only say *where* to look (the
-regions, the step and window times, a window width); every enclosure is recomputed here.
-"""
+Hints (per point, per piece): ``{"kind": "laminar" | "equilibrium"}`` or ``{"kind": "regions",
+"segments": [{"region", "start", "end", "steps"}], "crossings": [{"neurons", "window", "eps"}]}``:
+only *where* to look (regions, step and window times, a window width); the enclosures are
+recomputed here."""
 
 from __future__ import annotations
 
@@ -50,6 +48,8 @@ class _Net:
         self.w = [[piece.W[k][i] for k in range(d)] for i in range(self.p)]
         self.a, self.b = piece.A, piece.b
         self.live = [i for i in range(self.p) if any(self.w[i]) and any(self.a[i])]
+        live = set(self.live)  # the regions, "-" read as "+":
+        self.signs = "".join("+" if i in live else "." for i in range(self.p))
         self.c0 = [_Z] * d
         for i in range(self.p):
             if any(self.w[i]) and not any(self.a[i]):
@@ -231,13 +231,7 @@ def _events(entry: Any, where: str, net: _Net) -> list[tuple]:
         w = f"{where}.segments[{k}]"
         fields(s, w, ("region", "start", "end", "steps"))
         region = s["region"]
-        if (
-            not isinstance(region, str)
-            or len(region) != net.p
-            or any(
-                (ch == ".") != (i not in net.live) or ch not in "+-." for i, ch in enumerate(region)
-            )
-        ):
+        if not isinstance(region, str) or region.replace("-", "+") != net.signs:
             raise Rejected(f"{w}.region: expected one of +- per live neuron and . otherwise")
         start, end = _times([s["start"], s["end"]], w)
         if start != (segs[-1][1] if segs else _Z):
@@ -354,31 +348,20 @@ def check_relu_regions(activation, pieces, points, boxes, hints, al=_Z, initial_
     ops, budget = 0, _parse.MAX_REPLAY_COST
     for q in range(n):
         for j, e in enumerate(entries[q]):
-            string(
-                e.get("kind") if isinstance(e, dict) else None,
-                f"hints.points[{q}][{j}].kind",
-                ("laminar", "equilibrium", "regions"),
-            )
+            kind = e.get("kind") if isinstance(e, dict) else None
+            string(kind, f"hints.points[{q}][{j}].kind", ("laminar", "equilibrium", "regions"))
             w, p = 1 + nets[j].height // 64, nets[j].p
             ops += (p + 1) * (d + 1)
-            if e["kind"] == "regions":
-                segs = e.get("segments")
-                k = _count(e.get("crossings")) + sum(
-                    _count(s.get("steps")) if isinstance(s, dict) else 0
-                    for s in (segs if isinstance(segs, list) else [])
-                )
-                ops += (
-                    (k + 1)
-                    * (N + 1)
-                    * ((d + 1) ** 2 + 3 * (G + 2) * p * (d + 1))
-                    * (1 + d * initial_boxes)
-                )
+            if kind == "regions":
+                segs = e["segments"] if isinstance(e.get("segments"), list) else []
+                k = _count(e.get("crossings"))  # steps and windows listed (not yet validated)
+                k += sum(_count(s.get("steps")) for s in segs if isinstance(s, dict))
+                series = (N + 1) * ((d + 1) ** 2 + 3 * (G + 2) * p * (d + 1))
+                ops += (k + 1) * series * (1 + d * initial_boxes)
                 ops += (k + 1) * p * d * d * w * isqrt(w)  # exact M, c of each region
     if ops > MAX_RELU_OPS:
         raise Rejected(f"resource limit: the replay needs more than {MAX_RELU_OPS} operations")
-    old = flint.ctx.prec
-    flint.ctx.prec = prec
-    try:
+    with flint.ctx.workprec(prec):
         for q in range(n):
             x, is_exact, J, r = list(points[q]), not initial_boxes, [], []
             if initial_boxes:  # the box is its centre + J u, J = I, |u_k| <= r_k (half widths)
@@ -388,8 +371,9 @@ def check_relu_regions(activation, pieces, points, boxes, hints, al=_Z, initial_
                 where = f"hints.points[{q}][{j}]"
                 if is_exact:
                     budget = _cost(net, x, budget, where)
-                if e["kind"] == "laminar":
+                if e["kind"] != "regions":
                     fields(e, where, ("kind",))
+                if e["kind"] == "laminar":
                     if not net.laminar:
                         raise Rejected(f"{where}: piece {j} is not laminar")
                     if not is_exact:  # x + J u keeps its shape: Phi(y) - Phi(c) = D (y - c)
@@ -397,7 +381,6 @@ def check_relu_regions(activation, pieces, points, boxes, hints, al=_Z, initial_
                     f = net.field(x, _Z if is_exact else arb(0))
                     x = [x[k] + net.tau * f[k] for k in range(d)]
                 elif e["kind"] == "equilibrium":
-                    fields(e, where, ("kind",))
                     if not is_exact or any(net.field(x, _Z)):
                         raise Rejected(f"{where}: the state is not an exact equilibrium")
                 else:
@@ -412,7 +395,5 @@ def check_relu_regions(activation, pieces, points, boxes, hints, al=_Z, initial_
                     raise Rejected(
                         f"claim.enclosures[{q}][{k}]: does not contain the certified ball"
                     )
-    finally:
-        flint.ctx.prec = old
     what = "boxes" if initial_boxes else "points"
     return f"rule relu-regions: {n} {what}, {len(pieces)} pieces, enclosures, order {N}"

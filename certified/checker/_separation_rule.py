@@ -8,21 +8,10 @@ from typing import Any
 
 import flint
 
-from ._parse import Rejected, fields, matrix, small_integer, vector
+from ._parse import Rejected, fields, measure, small_integer, vector
 
 MAX_SEPARATION_COST = 3 * 10**8
 """Largest (atoms of mu + nu) * (d + 1) * (precision + 512): a few seconds of arb work."""
-
-
-def _measure(value: Any, where: str) -> tuple[list, list]:
-    fields(value, where, ("points", "weights"))
-    points = matrix(value["points"], f"{where}.points", None, None)
-    weights = vector(value["weights"], f"{where}.weights", len(points))
-    if any(w < 0 for w in weights):
-        raise Rejected(f"{where}.weights: a weight is negative")
-    if sum(weights, flint.fmpq(0)) != 1:
-        raise Rejected(f"{where}.weights: the weights do not sum to exactly 1")
-    return points, weights
 
 
 def gradient_coordinate(points: list, weights: list, q: list, k: int) -> flint.arb:
@@ -30,10 +19,8 @@ def gradient_coordinate(points: list, weights: list, q: list, k: int) -> flint.a
     qb = [flint.arb(c) for c in q]
     num, den = flint.arb(0), flint.arb(0)
     for y, w in zip(points, weights, strict=True):
-        e = (
-            flint.arb(w)
-            * sum((a * flint.arb(c) for a, c in zip(qb, y, strict=True)), flint.arb(0)).exp()
-        )
+        dot = sum((a * flint.arb(c) for a, c in zip(qb, y, strict=True)), flint.arb(0))
+        e = flint.arb(w) * dot.exp()
         num, den = num + e * flint.arb(y[k]), den + e
     return num / den
 
@@ -43,7 +30,7 @@ def check_separation_v1(instance: Any, claim: Any, hints: Any) -> str:
     fields(instance, "instance", ("mu", "nu"))
     fields(claim, "claim", ("q", "coordinate", "mu", "nu"))
     fields(hints, "hints", ("precision",))
-    data = {s: _measure(instance[s], f"instance.{s}") for s in ("mu", "nu")}
+    data = {s: measure(instance[s], f"instance.{s}") for s in ("mu", "nu")}
     d = len(data["mu"][0][0])
     if len(data["nu"][0][0]) != d:
         raise Rejected(f"instance.nu.points: not of the dimension of instance.mu ({d})")
@@ -58,13 +45,9 @@ def check_separation_v1(instance: Any, claim: Any, hints: Any) -> str:
     n = len(data["mu"][0]), len(data["nu"][0])
     if (n[0] + n[1]) * (d + 1) * (prec + 512) > MAX_SEPARATION_COST:
         raise Rejected(f"resource limit: atoms (d + 1) (precision + 512) > {MAX_SEPARATION_COST}")
-    old = flint.ctx.prec
-    flint.ctx.prec = prec
-    try:
+    with flint.ctx.workprec(prec):
         for s, (points, weights) in data.items():
             g, (lo, hi) = gradient_coordinate(points, weights, q, k), box[s]
             if not (g.is_finite() and flint.arb(lo) <= g and g <= flint.arb(hi)):
                 raise Rejected(f"claim.{s}: does not contain the recomputed G_{s}(q)[{k}]")
-    finally:
-        flint.ctx.prec = old
     return f"rule separation: G_mu(q)[{k}] != G_nu(q)[{k}], d = {d}, {n[0]} + {n[1]} atoms"

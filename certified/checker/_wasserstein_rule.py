@@ -9,19 +9,10 @@ from typing import Any
 import flint
 
 from . import _parse
-from ._parse import Rejected, array, exact, fields, matrix, small_integer, vector
+from ._parse import Rejected, array, exact, fields, measure, small_integer, vector
 
 MAX_Q_TERMS = 1000  # numerator and denominator of q
 CLAIM = ("lower_q", "upper_q", "lower", "upper")
-
-
-def _measure(value: Any, where: str, d: int | None) -> tuple[list, list]:
-    fields(value, where, ("points", "weights"))
-    points = matrix(value["points"], f"{where}.points", None, d)
-    weights = vector(value["weights"], f"{where}.weights", len(points))
-    if any(w < 0 for w in weights) or sum(weights, flint.fmpq(0)) != 1:
-        raise Rejected(f"{where}.weights: must be >= 0 and sum to exactly 1")
-    return points, weights
 
 
 def _scaled(values: list) -> tuple[int, list[int]]:
@@ -36,8 +27,8 @@ def _scaled(values: list) -> tuple[int, list[int]]:
 def check_wasserstein_v1(instance: Any, claim: Any, hints: Any) -> str:
     """Check a wasserstein v1 certificate; return a summary or raise Rejected."""
     fields(instance, "instance", ("mu", "nu", "q"))
-    X, a = _measure(instance["mu"], "instance.mu", None)
-    Y, b = _measure(instance["nu"], "instance.nu", len(X[0]))
+    X, a = measure(instance["mu"], "instance.mu")
+    Y, b = measure(instance["nu"], "instance.nu", len(X[0]))
     n, m, d = len(X), len(Y), len(X[0])
     q = exact(instance["q"], "instance.q")
     if q < 1 or q.p > MAX_Q_TERMS or q.q > MAX_Q_TERMS:
@@ -83,16 +74,11 @@ def check_wasserstein_v1(instance: Any, claim: Any, hints: Any) -> str:
     if k:  # even integer q: the cost of the coupling is rational
         ok = sum((w * s**k for w, s in pairs), flint.fmpq(0)) <= uq
     else:
-        old, flint.ctx.prec = flint.ctx.prec, 128 + min(h, 4096)
-        try:
+        with flint.ctx.workprec(128 + min(h, 4096)):
             half = flint.arb(flint.fmpq(p, 2 * r))
-            total = sum(
-                (w * (half * flint.arb(s).log()).exp() for w, s in pairs if s != 0 and w != 0),
-                flint.arb(0),
-            )
+            terms = (w * (half * flint.arb(s).log()).exp() for w, s in pairs if s and w)
+            total = sum(terms, flint.arb(0))
             ok = total.is_finite() and total < flint.arb(uq)
-        finally:
-            flint.ctx.prec = old
     if not ok:
         raise Rejected("claim.upper_q: below the cost of the coupling")
     if up < 0 or up**p < uq**r or (lo > 0 and (lq <= 0 or lo**p > lq**r)):

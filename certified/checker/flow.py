@@ -1,19 +1,13 @@
 """Certificate kind ``"flow"``, version 1: exact images / enclosures of points under a flow map.
 
-Specification: ``proofs/format.md`` section 4; meaning of VERIFIED:
-``proofs/semantics.md`` ("Kind flow"); soundness: ``proofs/checker_soundness.md`` section 2.
-
-Rules ``taylor-lohner`` (``_field_rule.py``: expression fields, the instance has ``"field"``
-instead of ``"schedule"``) and ``relu-regions`` (``_relu_rule.py``,
-enclosures of non-laminar ReLU flows) live in their modules. Rule ``laminar-exact``: the
-activation is ReLU and every piece is laminar with a shared normal (all rows of ``A`` equal
-one vector ``a`` and ``a . w_i = 0`` for every column ``w_i`` of ``W``). Then ``a . x`` is
-constant along every trajectory during the piece, so the field is constant along it and the
-flow of the piece is, exactly,
-
-    Phi_tau(x) = x + tau * sum_i w_i * (a . x + b_i)_+ .
-
-The checker composes these maps in exact rational arithmetic and compares with the claim.
+Specification: ``proofs/format.md`` section 4; meaning of VERIFIED: ``proofs/semantics.md``
+("Kind flow"); soundness: ``proofs/checker_soundness.md`` section 2. Rules ``taylor-lohner``
+(expression fields, ``_field_rule.py``) and ``relu-regions`` (``_relu_rule.py``) live in their
+modules. Rule ``laminar-exact``: ReLU, every piece laminar with a shared normal (all rows of
+``A`` equal ``a``, ``a . w_i = 0`` for every column ``w_i`` of ``W``); then ``a . x`` and the
+field are constant along trajectories, the flow of a piece is exactly
+``Phi_tau(x) = x + tau * sum_i w_i * (a . x + b_i)_+``, and the checker composes these maps in
+exact rational arithmetic.
 """
 
 from __future__ import annotations
@@ -34,6 +28,7 @@ from ._parse import (
     exact,
     fields,
     matrix,
+    positive,
     show,
     small_integer,
     string,
@@ -56,10 +51,7 @@ class Piece:
 
     def __init__(self, value: Any, where: str, dimension: int) -> None:
         fields(value, where, ("duration", "W", "A", "b"))
-        self.where = where
-        self.duration = exact(value["duration"], f"{where}.duration")
-        if self.duration <= 0:
-            raise Rejected(f"{where}.duration: must be > 0")
+        self.where, self.duration = where, positive(value["duration"], f"{where}.duration")
         self.W = matrix(value["W"], f"{where}.W", dimension, None)  # d x p
         width = len(self.W[0])
         self.A = matrix(value["A"], f"{where}.A", width, dimension)  # p x d
@@ -113,11 +105,7 @@ def _laminar_box(box: list[tuple], piece: Piece, a: Vector) -> list[tuple]:
 
 def _claim(claim: Any, n: int, d: int) -> tuple[list[Vector] | None, list[list[tuple]] | None]:
     """The claimed images (N x d) or enclosures (N x d x [lo, hi]); exactly one is given."""
-    if (
-        not isinstance(claim, dict)
-        or len(claim) != 1
-        or not claim.keys() <= {"images", "enclosures"}
-    ):
+    if not isinstance(claim, dict) or set(claim) not in ({"images"}, {"enclosures"}):
         raise Rejected("claim: expected an object with exactly one field, 'images' or 'enclosures'")
     if "images" in claim:
         return matrix(claim["images"], "claim.images", n, d), None

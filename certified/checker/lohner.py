@@ -1,5 +1,5 @@
-"""The validated Taylor step with QR-Lohner sets, in arb (public: producers use it as the
-reference and to compute the claims the checker will replay).
+"""The validated Taylor step with QR-Lohner sets, in arb (public: producers compute with it the
+claims the checker replays).
 
 A set is ``x^ + C r`` (proofs/bounds.md#lohner). A step of length h with a priori box B:
 Picard ``X + [0, h] f(B) inside B`` (#picard); ``y = Phi_h(x^)`` in the order-K Taylor
@@ -57,7 +57,7 @@ def _poly(coefs: list[arb], h: arb) -> arb:
     return out
 
 
-def _orthonormal(M: arb_mat, order: list[int]) -> arb_mat | None:
+def _orthonormal(M: arb_mat, order: list[int]) -> arb_mat:
     """Exact midpoints of Gram-Schmidt on the columns of M in the given order."""
     d, Q = M.nrows(), {}
     for c in order:
@@ -67,7 +67,7 @@ def _orthonormal(M: arb_mat, order: list[int]) -> arb_mat | None:
             v = [x - dot * y for x, y in zip(v, q, strict=True)]
         n = sum((x * x for x in v), _ZERO).sqrt()
         if not n > 0:
-            return None
+            raise ReplayError("the new basis C is singular")
         Q[c] = [x / n for x in v]
     return arb_mat([[Q[c][r] for c in range(d)] for r in range(d)]).mid()
 
@@ -106,11 +106,9 @@ def lohner_step(field, params, S: LohnerSet, h: fmpq, box, K: int, m: int) -> Lo
             for c in range(d)]  # fmt: skip
     C = _orthonormal(A.mid(), sorted(range(d), key=lambda c: -size[c]))  # longest edge first
     try:
-        Ci = C.inv() if C is not None else None
+        Ci = C.inv()
     except ZeroDivisionError:
-        Ci = None
-    if Ci is None:
-        raise ReplayError("the new basis C is singular")
+        raise ReplayError("the new basis C is singular") from None
     return LohnerSet(centre, C, (Ci * A) * S.r + Ci * z)
 
 

@@ -1,7 +1,7 @@
 """Expression fields and their Taylor coefficients by automatic differentiation, in arb.
 
 Public: producers import it (the one parser of the field format, proofs/format.md section 7,
-and the reference evaluation); it imports nothing outside the checker. A field is
+and the reference evaluation). A field is
 ``{"dimension": d, "parameters": [names], "nodes": [[op, *args], ...], "outputs": [d nodes]}``,
 node i referring only to nodes < i. ``field_jets`` computes the Taylor coefficients of the
 solution through a ball by the series recurrence of each operation (proofs/bounds.md#taylor-ad)
@@ -171,13 +171,8 @@ def _elementary(op, a0):
         s, c = _sin_range(v), _sin_range(v + arb.pi() / 2)
         return [s, *(q * c for q in g)], [c, *(-q * s for q in g)]
     y = _monotone(_F[op], v)
-    if op == "exp":
-        dy = y
-    elif op in ("log", "sqrt"):
-        dy = 1 / v if op == "log" else 1 / (2 * y)
-    else:
-        dy = 1 - y * y if op == "tanh" else y * (1 - y)
-    return [y, *(q * dy for q in g)]
+    dy = {"exp": y, "log": 1 / v, "sqrt": 1 / (2 * y), "tanh": 1 - y * y, "sigmoid": y * (1 - y)}
+    return [y, *(q * dy[op] for q in g)]
 
 
 def field_jets(field: ExpressionField, params, x0, seeds, order: int, wide: bool = False):
