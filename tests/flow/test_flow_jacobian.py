@@ -1,4 +1,4 @@
-"""smooth_flow_jacobian: C^1 enclosures of D Phi_T over boxes for tanh / sigmoid flows.
+"""flow_jacobian: C^1 enclosures of D Phi_T over boxes for every smooth field.
 
 References (independent of the code under test):
 
@@ -6,11 +6,13 @@ References (independent of the code under test):
   exp / division, not the package's Taylor recursions) for the state and the variational
   equation, 30 coefficients per step of length 1/16 at 160 bits (truncation far below 1e-30),
   checked against ``mpmath.odefun`` at 30 digits in ``test_series_reference_matches_odefun``;
-* ``_odefun_flow`` -- mpmath.odefun on the variational system at 30 digits (slow: fixed cases).
+* ``_odefun_flow`` -- mpmath.odefun on the variational system at 30 digits (slow: fixed cases);
+* ``_vanderpol_variational`` -- mpmath.odefun on Van der Pol and its variational equation.
 """
 
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction
 
 import flint
@@ -21,11 +23,14 @@ from flint import arb, arb_series, fmpq
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import certified.flow._smooth_jacobian as SJ  # noqa: N812
+import certified.flow._lohner_kernels as LK  # noqa: N812
+import certified.flow.lohner as LO  # noqa: N812
 from certified.arith import Interval
 from certified.arith.ball import mid_rad, precision
-from certified.errors import InputError, NonFiniteError, PrecisionError, ShapeError
-from certified.flow import FlowStatus, gronwall_lipschitz, smooth_flow_jacobian
+from certified.errors import InputError, NonFiniteError, ShapeError
+from certified.fields import vanderpol
+from certified.flow import FlowStatus, SaveAt, StepPolicy, flow_jacobian, gronwall_lipschitz
+from certified.models import Schedule
 
 TOL = fmpq(1, 10**28)  # reference error allowance (the references are good to ~1e-30)
 
@@ -146,29 +151,38 @@ def _odefun_flow(Ws, As, bs, taus, x0, act, dps=30):
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def _exact_bounds(res):
-    return [
-        [(fmpq(*map(int, _frac(lo))), fmpq(*map(int, _frac(hi)))) for lo, hi in row]
-        for row in res.hints["jacobian_exact"]
-    ]
+def _schedule(Ws, As, bs, taus, act="tanh") -> Schedule:
+    """The tanh / sigmoid Schedule of the pieces (W_j, A_j, b_j, tau_j)."""
+    Ws = [np.atleast_2d(np.asarray(W, dtype=float)) for W in Ws]
+    return Schedule.from_json(
+        {
+            "dimension": Ws[0].shape[0],
+            "activation": act,
+            "pieces": [
+                {
+                    "duration": str(tau),
+                    "W": W.tolist(),
+                    "A": np.atleast_2d(np.asarray(A, dtype=float)).tolist(),
+                    "b": np.atleast_1d(np.asarray(b, dtype=float)).tolist(),
+                }
+                for W, A, b, tau in zip(Ws, As, bs, taus, strict=True)
+            ],
+        }
+    )
 
 
-def _frac(s: str):
-    f = Fraction(s)
-    return f.numerator, f.denominator
+def _jacobian(Ws, As, bs, taus, box, act="tanh", **kw):
+    return flow_jacobian(_schedule(Ws, As, bs, taus, act), box, **kw)
 
 
 def _misses(res, J_ref) -> list[tuple[int, int]]:
-    """Entries (a, c) whose reference value lies outside the enclosure (beyond TOL), checked on
-    both the exact ball endpoints and the float64 Interval."""
+    """Entries (a, c) whose reference value lies outside the enclosure (beyond TOL), compared
+    exactly (the float64 endpoints are exact rationals)."""
     bad = []
-    for a, row in enumerate(_exact_bounds(res)):
-        for c, (lo, hi) in enumerate(row):
-            v = J_ref[a][c]
+    for a, row in enumerate(J_ref):
+        for c, v in enumerate(row):
             v = v if isinstance(v, fmpq) else _q(mpmath.nstr(v, 40))
-            if not (lo - TOL <= v <= hi + TOL):
-                bad.append((a, c))
-            elif not (_q(res.jacobian.lo[a, c]) - TOL <= v <= _q(res.jacobian.hi[a, c]) + TOL):
+            if not (_q(res.jacobian.lo[a, c]) - TOL <= v <= _q(res.jacobian.hi[a, c]) + TOL):
                 bad.append((a, c))
     return bad
 
@@ -207,7 +221,7 @@ def test_series_reference_matches_odefun(act):
 def test_point_box_contains_odefun(act):
     Ws, As, bs = _field(5, 2, 2, 2)
     x0 = [0.25, -0.5]
-    res = smooth_flow_jacobian(Ws, As, bs, ["1/4", "1/3"], _box(x0, 0.0), activation=act)
+    res = _jacobian(Ws, As, bs, ["1/4", "1/3"], _box(x0, 0.0), act)
     assert res.status is FlowStatus.SUCCESS and res.method == "c1-box"
     _, J_ref = _odefun_flow(Ws, As, bs, ["1/4", "1/3"], x0, act)
     assert _misses(res, J_ref) == []
@@ -217,14 +231,11 @@ def test_point_box_contains_odefun(act):
 def test_point_box_is_tight_at_high_order(act):
     Ws, As, bs = _field(11, 3, 3, 2)
     x0 = [0.125, -0.375, 0.5]
-    res = smooth_flow_jacobian(
-        Ws, As, bs, ["1/4", "1/2"], _box(x0, 0.0), activation=act, order=30, max_step="1/32"
-    )
+    res = _jacobian(Ws, As, bs, ["1/4", "1/2"], _box(x0, 0.0), act, order=30, max_step="1/32")
     assert res.status is FlowStatus.SUCCESS
     _, J_ref = _series_flow(Ws, As, bs, ["1/4", "1/2"], x0, act)
     assert _misses(res, J_ref) == []
-    widths = [float(hi - lo) for row in _exact_bounds(res) for lo, hi in row]
-    assert max(widths) < 1e-24  # 128 bits: far below the float64 output
+    assert np.max(res.jacobian.width_upper()) < 1e-9  # variational order 12, steps 1/32
 
 
 def test_benchmark_field_small_box():
@@ -235,10 +246,10 @@ def test_benchmark_field_small_box():
     bs = [rng.standard_normal(8) for _ in range(4)]
     Ws, As, bs = Ws[:2], As[:2], bs[:2]  # two pieces keep the reference fast
     c, r = np.array([0.1, -0.2, 0.3]), 2.0**-10
-    res = smooth_flow_jacobian(Ws, As, bs, ["1/4", "1/4"], _box(c, r))
+    res = _jacobian(Ws, As, bs, ["1/4", "1/4"], _box(c, r))
     assert res.status is FlowStatus.SUCCESS
     spread = []
-    for u in [(-1, -1, -1), (1, -1, 1), (0, 0, 0)]:
+    for u in [(-1, -1, -1), (1, -1, 1)]:
         _, J_ref = _series_flow(Ws, As, bs, ["1/4", "1/4"], c + r * np.array(u), "tanh")
         assert _misses(res, J_ref) == []
         spread.append([[float(v) for v in row] for row in J_ref])
@@ -286,25 +297,28 @@ def _pinned():
     )
 
 
-@settings(max_examples=12)
+_DEFAULT = settings.default.max_examples  # dev 60, ci 100, thorough 2000
+
+
+@settings(max_examples=max(6, _DEFAULT // 10))
 @given(_problems())
 @example((*_pinned(), "tanh"))
 def test_enclosure_contains_the_jacobian_at_sampled_points(problem):
     Ws, As, bs, taus, centre, radius, offset, act = problem
-    res = smooth_flow_jacobian(Ws, As, bs, taus, _box(centre, radius), activation=act)
+    res = _jacobian(Ws, As, bs, taus, _box(centre, radius), act)
     assert res.status is FlowStatus.SUCCESS, res.message
     x = centre + radius * offset
     _, J_ref = _series_flow(Ws, As, bs, taus, x, act)
     assert _misses(res, J_ref) == []
 
 
-@settings(max_examples=10)
+@settings(max_examples=max(4, _DEFAULT // 10))
 @given(_problems(), st.lists(_OFFSETS, min_size=3, max_size=3))
 def test_lipschitz_bound_dominates_pair_ratios_and_is_below_gronwall(problem, other):
     Ws, As, bs, taus, centre, _, offset, act = problem
     radius = 2.0**-6
     d = len(centre)
-    res = smooth_flow_jacobian(Ws, As, bs, taus, _box(centre, radius), activation=act)
+    res = _jacobian(Ws, As, bs, taus, _box(centre, radius), act)
     assert res.status is FlowStatus.SUCCESS
     x = centre + radius * offset
     y = centre + radius * np.array(other[:d])
@@ -316,153 +330,185 @@ def test_lipschitz_bound_dominates_pair_ratios_and_is_below_gronwall(problem, ot
     den = sum((_q(x[j]) - _q(y[j])) ** 2 for j in range(d))
     # |Phi x - Phi y|^2 <= upper^2 |x - y|^2 (exact rationals; the reference error is far below)
     assert num <= res.upper_exact**2 * den * (1 + TOL)
+    assert fmpq(*_frac_of(res.upper)) >= res.upper_exact  # the double rounds up
     gronwall = gronwall_lipschitz(Ws, As, taus).upper
     assert res.upper <= gronwall * (1 + 2.0**-20) + 2.0**-20
 
 
-# --- mutations: each deliberately broken step is caught by a containment test ----------------
+def _frac_of(v: float):
+    f = Fraction(v)
+    return f.numerator, f.denominator
 
 
-def _mutation_cases():
-    """Fields and Taylor orders where a wrong variational step shows: the state tube is made
-    narrow (state order 30, a sound change) so that the variational error is not masked."""
-    return [(_field(1, 2, 3, 1), 3, "1/4"), (_field(3, 2, 3, 1), 2, "1/2")]
+# --- an expression field: Van der Pol against an mpmath variational reference -----------------
 
 
-def _narrow_state(monkeypatch):
-    state = SJ.arb_smooth_piece
-    monkeypatch.setattr(
-        SJ,
-        "arb_smooth_piece",
-        lambda c, r, W, A, b, act, tau, m, K, prec: state(c, r, W, A, b, act, tau, m, 30, prec),
-    )
+def _vanderpol_variational(x0, T, mu=1, dps=25):
+    """Phi_T(x0) and D Phi_T(x0) for x' = y, y' = mu (1 - x^2) y - x, by mpmath.odefun."""
+    with mpmath.workdps(dps):
+        mu = mpmath.mpf(mu)
+
+        def rhs(t, z):
+            x, y, a, b, c, e = z  # D = [[a, b], [c, e]]
+            fx, fy = y, mu * (1 - x * x) * y - x
+            jxx, jxy = 0, 1
+            jyx, jyy = -2 * mu * x * y - 1, mu * (1 - x * x)
+            return [
+                fx,
+                fy,
+                jxx * a + jxy * c,
+                jxx * b + jxy * e,
+                jyx * a + jyy * c,
+                jyx * b + jyy * e,
+            ]
+
+        z0 = [mpmath.mpf(float(v)) for v in x0] + [1, 0, 0, 1]
+        z = mpmath.odefun(rhs, 0, z0, tol=mpmath.mpf(10) ** (-dps - 2))(mpmath.mpf(T))
+        return z[:2], [[z[2], z[3]], [z[4], z[5]]]
 
 
-def _miss_counts():
+def test_vanderpol_jacobian_contains_the_variational_reference():
+    """An expression field (not a schedule): the C^1 enclosure over a small box contains
+    D Phi_1 at its corners and centre, and the Lipschitz bound dominates pair ratios."""
+    c, r = np.array([1.4, 2.4]), 2.0**-12
+    res = flow_jacobian(vanderpol(), _box(c, r), save_at=SaveAt(1))
+    assert res.status is FlowStatus.SUCCESS, res.message
+    images = []
+    for u in [(-1, -1), (1, 1), (0, 0)]:
+        x = c + r * np.array(u)
+        y, J = _vanderpol_variational(x, 1, dps=20)
+        assert _misses(res, J) == [], u
+        images.append((x, y))
+    for (x, px), (y, py) in itertools.pairwise(images):
+        num = sum((_q(mpmath.nstr(px[j], 30)) - _q(mpmath.nstr(py[j], 30))) ** 2 for j in range(2))
+        den = sum((_q(x[j]) - _q(y[j])) ** 2 for j in range(2))
+        assert num <= res.upper_exact**2 * den * (1 + fmpq(1, 10**12))
+
+
+# --- mutations: a deliberately broken product is caught by the containment test --------------
+
+
+def _product_cases():
+    """Several pieces and several steps, so that the product of the steps' J matters."""
+    Ws, As, bs = _field(3, 2, 3, 3)
+    return Ws, As, bs, ["1/4", "1/4", "1/4"], np.array([0.25, -0.25])
+
+
+def _product_misses():
+    Ws, As, bs, taus, x0 = _product_cases()
+    res = _jacobian(Ws, As, bs, taus, _box(x0, 2.0**-8))
+    assert res.status is FlowStatus.SUCCESS
+    misses = 0
+    for u in [(-1, -1), (1, 1), (0, 0)]:
+        _, J_ref = _series_flow(Ws, As, bs, taus, x0 + 2.0**-8 * np.array(u), "tanh")
+        misses += len(_misses(res, J_ref))
+    return misses
+
+
+def test_product_configuration_contains_unmutated():
+    assert _product_misses() == 0
+
+
+def test_mutation_product_in_the_wrong_order_is_caught(monkeypatch):
+    """imatmul(J_k, P) replaced by P J_k (the chain rule's order reversed)."""
+    original = LK.imatmul
+
+    def swapped(Al, Ah, Bl, Bh, Cl, Ch):
+        original(Bl, Bh, Al, Ah, Cl, Ch)
+
+    monkeypatch.setattr(LK, "imatmul", swapped)
+    assert _product_misses() > 0
+
+
+def test_mutation_product_of_midpoints_is_caught(monkeypatch):
+    """imatmul without the radii (products of midpoints only): the box's spread is lost."""
+
+    def midpoints(Al, Ah, Bl, Bh, Cl, Ch):
+        C = np.einsum("qik,qkj->qij", 0.5 * (Al + Ah), 0.5 * (Bl + Bh))
+        Cl[...], Ch[...] = C, C
+
+    monkeypatch.setattr(LK, "imatmul", midpoints)
+    assert _product_misses() > 0
+
+
+def test_mutation_jacobian_without_remainder_is_caught(monkeypatch):
+    """The variational remainder V_m(B) h^m dropped from J (order 3, large steps)."""
+    original = LO._poly
+
+    def without_last(lo, hi, h):
+        if lo.ndim == 4:  # the J polynomial: (m + 1, n, d, d)
+            return original(lo[:-1], hi[:-1], h)
+        return original(lo, hi, h)
+
+    Ws, As, bs = _field(1, 2, 3, 1)
     x0 = np.array([0.25, -0.25])
-    counts = []
-    for (Ws, As, bs), order, max_step in _mutation_cases():
-        res = smooth_flow_jacobian(
-            Ws, As, bs, ["1/2"], _box(x0, 0.0), order=order, max_step=max_step
-        )
-        _, J_ref = _series_flow(Ws, As, bs, ["1/2"], x0, "tanh")
-        counts.append(len(_misses(res, J_ref)))
-    return counts
-
-
-def test_low_order_large_steps_still_contain(monkeypatch):
-    """The configurations the mutation test uses are sound when not mutated."""
-    _narrow_state(monkeypatch)
-    assert _miss_counts() == [0, 0]
-
-
-def test_mutation_remainder_over_the_start_set_is_caught(monkeypatch):
-    """Using Df(X_k) (the start set) instead of the a priori box B_k (a priori enclosure of
-    the fundamental matrix and Taylor remainder)."""
-    _narrow_state(monkeypatch)
-    original = SJ._step_matrix
-    monkeypatch.setattr(SJ, "_step_matrix", lambda X, B, *rest: original(X, X, *rest))
-    assert all(n > 0 for n in _miss_counts())
-
-
-@settings(max_examples=30)
-@given(
-    st.integers(1, 3).flatmap(lambda d: st.lists(_EIGHTHS, min_size=d * d, max_size=d * d)),
-    st.sampled_from(["1/16", "1/4", "1/2"]),
-)
-def test_a_priori_fundamental_matrix_contains_the_exponential(entries, h):
-    """For a constant M, Y_B (if found) contains exp(t M) for t in [0, h] (mpmath expm)."""
-    d = round(len(entries) ** 0.5)
-    with precision(128):
-        M = [[arb(_q(entries[a * d + c])) for c in range(d)] for a in range(d)]
-        Y_B = SJ._fundamental_a_priori(M, arb(_q(h)))
-    if Y_B is None:
-        return
-    with mpmath.workdps(30):
-        Mm = mpmath.matrix([[entries[a * d + c] for c in range(d)] for a in range(d)])
-        for t in (0, Fraction(h) / 3, Fraction(h)):
-            E = mpmath.expm(Mm * (mpmath.mpf(t.numerator) / t.denominator if t else 0))
-            for a in range(d):
-                for c in range(d):
-                    v = _q(mpmath.nstr(E[a, c], 30))
-                    lo, hi = (
-                        mid_rad(Y_B[a][c])[0] - mid_rad(Y_B[a][c])[1],
-                        mid_rad(Y_B[a][c])[0] + mid_rad(Y_B[a][c])[1],
-                    )
-                    assert lo - TOL <= v <= hi + TOL
-
-
-def test_identity_is_not_an_a_priori_enclosure():
-    """The mutation Y_B = I is caught by the containment above (exp(h M) != I)."""
-    M = [[arb(1)]]
-    with precision(128):
-        Y_B = SJ._fundamental_a_priori(M, arb(fmpq(1, 4)))
-        assert Y_B is not None and Y_B[0][0].contains(arb(fmpq(1, 4)).exp())
-        assert not arb(1).contains(arb(fmpq(1, 4)).exp())
-
-
-def test_mutation_without_curvature_is_caught(monkeypatch):
-    """Dropping the source term of the second variational equation (then H = 0 and the mean
-    value form collapses to D Phi(centre))."""
-    monkeypatch.setattr(
-        SJ,
-        "_curvature_source",
-        lambda B, J_B, W, A, b, act: [[[arb(0)] * len(B) for _ in B] for _ in B],
-    )
-    Ws, As, bs = _field(3, 2, 3, 1)
-    c, r = np.array([0.25, -0.25]), 2.0**-6
-    res = smooth_flow_jacobian(Ws, As, bs, ["1/2"], _box(c, r))
-    _, J_ref = _series_flow(Ws, As, bs, ["1/2"], c + r, "tanh")
-    assert _misses(res, J_ref) != []
+    kw = dict(step_policy=StepPolicy(order=20, jacobian_order=3, max_step="1/4"))
+    _, J_ref = _series_flow(Ws, As, bs, ["1/2"], x0, "tanh")
+    assert _misses(_jacobian(Ws, As, bs, ["1/2"], _box(x0, 0.0), **kw), J_ref) == []
+    monkeypatch.setattr(LO, "_poly", without_last)
+    assert _misses(_jacobian(Ws, As, bs, ["1/2"], _box(x0, 0.0), **kw), J_ref) != []
 
 
 # --- failures and bad input -------------------------------------------------------------------
 
 
 def test_a_priori_failure_is_reported_not_guessed(monkeypatch):
-    monkeypatch.setattr(SJ, "_fundamental_a_priori", lambda M, h: None)
-    res = smooth_flow_jacobian(
-        [[[1.0]]], [[[1.0]]], [[0.0]], [1], _box([0.0], 0.0), max_step=1, max_halvings=2
-    )
+    def never(jets, j, X, h, halfwidth):
+        return X, np.zeros(X.shape[0], dtype=bool)
+
+    monkeypatch.setattr(LO, "_apriori", never)
+    res = _jacobian([[[1.0]]], [[[1.0]]], [[0.0]], [1], _box([0.0], 0.0), max_step=1)
     assert res.status is FlowStatus.STEP_REJECTED
-    assert res.upper == float("inf") and res.jacobian is None and "max_step" in res.message
+    assert res.upper == float("inf") and res.jacobian is None and res.message
 
 
 def test_overflowing_jacobian_is_reported():
-    """exp(T w a) beyond the float64 range: no Interval, a status saying so."""
-    res = smooth_flow_jacobian([[[8.0]]], [[[8.0]]], [[0.0]], [12], _box([0.0], 0.0), order=3)
-    assert res.status is FlowStatus.UNSUPPORTED and res.upper == float("inf")
-    assert "float64 range" in res.message
+    """x' = 16 tanh(16 x) from its equilibrium 0 to T = 3: D Phi = exp(768) is beyond the
+    float64 range; a status saying so, not an exception (nor a NaN bound)."""
+    res = _jacobian([[[16.0]]], [[[16.0]]], [[0.0]], [3], _box([0.0], 0.0))
+    assert res.status is not FlowStatus.SUCCESS and res.upper == float("inf")
+    assert res.message
 
 
-_OK = dict(W_list=[[[1.0]]], A_list=[[[1.0]]], b_list=[[0.0]], durations=["1/4"])
+_OK = dict(Ws=[[[1.0]]], As=[[[1.0]]], bs=[[0.0]], taus=["1/4"])
 
 
 @pytest.mark.parametrize(
-    ("change", "error", "words"),
+    ("call", "error", "words"),
     [
-        ({"activation": "relu"}, InputError, "relu_flow_jacobian"),
-        ({"activation": "leaky_relu"}, InputError, "relu_flow_jacobian"),
-        ({"activation": "gelu"}, InputError, "activation"),
-        ({"box": Interval(np.zeros(0))}, ShapeError, "box"),
-        ({"box": _box([0.0, 0.0], 0.1)}, ShapeError, "box"),
-        ({"box": [[0.0, 1.0]]}, InputError, "Interval"),
-        ({"W_list": 1.0}, InputError, "W_list"),
-        ({"W_list": [[[float("nan")]]]}, NonFiniteError, "W_list[0]"),
-        ({"b_list": [[float("inf")]]}, NonFiniteError, "b_list[0]"),
-        ({"durations": ["nan"]}, InputError, "durations[0]"),
-        ({"durations": [0]}, InputError, "durations[0]"),
-        ({"durations": []}, InputError, "empty"),
-        ({"A_list": [[[1.0, 2.0]]]}, ShapeError, "pieces[0]"),
-        ({"W_list": [[[1.0]], [[1.0]]]}, ShapeError, "schedule"),
-        ({"max_step": 0}, InputError, "max_step"),
-        ({"order": 0}, InputError, "order"),
-        ({"order": 2.0}, InputError, "order"),
-        ({"prec": 4}, PrecisionError, "prec"),
+        (lambda: _jacobian(**_OK, act="relu", box=_box([0.0], 0.1)), InputError, "activation"),
+        (lambda: flow_jacobian(_schedule(**_OK), Interval(np.zeros(0))), ShapeError, "X0"),
+        (lambda: flow_jacobian(_schedule(**_OK), _box([0.0, 0.0], 0.1)), ShapeError, "X0"),
+        (
+            lambda: flow_jacobian(_schedule(**_OK), Interval(np.zeros((2, 1)))),
+            ShapeError,
+            "box",
+        ),
+        (lambda: flow_jacobian(_schedule(**_OK), [[0.0, 1.0]]), InputError, "Interval"),
+        (lambda: flow_jacobian("tanh", _box([0.0], 0.1)), InputError, "field"),
+        (lambda: _schedule([[[float("nan")]]], [[[1.0]]], [[0.0]], ["1/4"]), NonFiniteError, "W"),
+        (lambda: _schedule([[[1.0]]], [[[1.0]]], [[float("inf")]], ["1/4"]), NonFiniteError, "b"),
+        (lambda: _schedule(**{**_OK, "taus": [0]}), InputError, "duration"),
+        (lambda: _jacobian(**_OK, box=_box([0.0], 0.1), max_step=0), InputError, "max_step"),
+        (lambda: _jacobian(**_OK, box=_box([0.0], 0.1), order=0), InputError, "order"),
+        (lambda: _jacobian(**_OK, box=_box([0.0], 0.1), order=2.0), InputError, "order"),
+        (lambda: flow_jacobian(vanderpol(), _box([0.0, 0.0], 0.1)), InputError, "save_at"),
+        (
+            lambda: _jacobian(**_OK, box=_box([0.0], 0.1), save_at=SaveAt(1)),
+            InputError,
+            "save_at.t1",
+        ),
+        (
+            # options that do not apply are refused, never ignored (as in enclose_flow)
+            lambda: _jacobian(
+                **_OK, box=_box([0.0], 0.1), step_policy=StepPolicy(order=10), order=30
+            ),
+            InputError,
+            "order",
+        ),
     ],
 )
-def test_bad_input_is_rejected(change, error, words):
-    kwargs = {**_OK, "box": _box([0.0], 0.1), **change}
+def test_bad_input_is_rejected(call, error, words):
     with pytest.raises(error) as info:
-        smooth_flow_jacobian(**kwargs)
+        call()
     assert words in str(info.value)
