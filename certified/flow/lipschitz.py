@@ -86,6 +86,8 @@ def flow_jacobian(
     if step_policy is None:
         K = 20 if order is None else order
         step_policy = StepPolicy(order=K, jacobian_order=min(K, 12), max_step=max_step)
+    elif order is not None or max_step is not None:
+        raise InputError("order, max_step: give them in step_policy, not both")
     sets = initial_set(box, problem.dimension)
     res = lohner_flow(problem, sets, SaveAt(), step_policy, 53, jacobian=True)
     if res.status is not FlowStatus.SUCCESS:
