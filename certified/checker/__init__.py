@@ -2,17 +2,10 @@
 
 It imports only the standard library, python-flint and itself (a test enforces it), so the
 directory runs when copied out. Format: ``proofs/format.md``; meaning of VERIFIED:
-``proofs/semantics.md``; soundness of each rule: ``proofs/checker_soundness.md``.
-
-Usage::
-
-    python -m certified.checker FILE...     # or: certified check FILE...
-
-    from certified.checker import check_file
-    verdict = check_file("cert.json")       # Verdict(verified=..., kind=..., reason=...)
-
-The checker fails closed: anything it does not understand, every resource limit exceeded and
-every unexpected exception is a rejection, never an acceptance.
+``proofs/semantics.md``; soundness of each rule: ``proofs/checker_soundness.md``. Usage:
+``python -m certified.checker FILE...`` (or ``certified check FILE...``), or ``check_file(path)``
+-> ``Verdict(verified, kind, reason)``. It fails closed: anything it does not understand, every
+resource limit exceeded and every unexpected exception is a rejection, never an acceptance.
 """
 
 from __future__ import annotations
@@ -64,9 +57,7 @@ class Verdict:
     """Outcome of checking one certificate: ``verified`` only if it is well formed and its claim
     was replayed; ``kind`` when it could be read (else None); ``reason``: why it was rejected,
     or a summary of what was verified.
-
-    Guarantee: ``verified`` implies the statement of ``proofs/semantics.md`` for ``kind``.
-    """
+    Guarantee: ``verified`` implies the statement of ``proofs/semantics.md`` for ``kind``."""
 
     verified: bool
     kind: str | None
@@ -100,9 +91,7 @@ def _kind_of(obj: Any) -> str | None:
 def check_certificate(obj: Any) -> Verdict:
     """Check a certificate given as a parsed JSON value (dicts, lists, ints, strings). Never
     raises (but KeyboardInterrupt and the like): every failure is a rejection.
-
-    Guarantee: ``verified`` implies the statement of ``proofs/semantics.md`` for the kind.
-    """
+    Guarantee: ``verified`` implies the statement of ``proofs/semantics.md`` for the kind."""
     try:
         with gc_paused():
             kind, summary = _check(obj)
@@ -115,8 +104,8 @@ def check_certificate(obj: Any) -> Verdict:
 
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside the block (restored on every exit): a certificate
-    holds millions of acyclic objects, and the collector's passes over them are pure overhead."""
+    """No cyclic garbage collection inside the block (a certificate holds millions of acyclic
+    objects: the collector's passes over them are pure overhead)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -128,9 +117,7 @@ def gc_paused() -> Iterator[None]:
 
 def check_bytes(data: bytes) -> Verdict:
     """Check the contents of a certificate file (strict JSON, ``proofs/format.md``).
-
-    Guarantee: ``verified`` implies the statement of ``proofs/semantics.md`` for the kind.
-    """
+    Guarantee: ``verified`` implies the statement of ``proofs/semantics.md`` for the kind."""
     with gc_paused():
         try:
             obj = load_json(data)
@@ -144,9 +131,7 @@ def check_bytes(data: bytes) -> Verdict:
 def check_file(path: str | os.PathLike[str]) -> Verdict:
     """Read at most ``MAX_BYTES + 1`` bytes of ``path`` and check them. Raises OSError when the
     file cannot be read (an I/O error, not a verdict).
-
-    Guarantee: ``verified`` implies the statement of ``proofs/semantics.md`` for the kind.
-    """
+    Guarantee: ``verified`` implies the statement of ``proofs/semantics.md`` for the kind."""
     with open(path, "rb") as f:
         data = f.read(MAX_BYTES + 1)
     return check_bytes(data)

@@ -1,12 +1,8 @@
 """``python -m certified.checker FILE...`` (also ``certified check FILE...``).
 
-Output (proofs/format.md section 5): exactly one ASCII line per file, in argument order,
-
-    VERIFIED <kind> <file>
-    REJECTED <file>: <reason>
-
-Exit status: 0 if every file is verified, 1 if some file is rejected, 2 on a usage error or
-if some file cannot be read (I/O errors take precedence over rejections).
+Output (proofs/format.md section 5): one ASCII line per file, in argument order,
+``VERIFIED <kind> <file>`` or ``REJECTED <file>: <reason>``. Exit status: 0 all verified, 1 some
+rejected, 2 a usage error or an unreadable file (I/O errors take precedence).
 """
 
 from __future__ import annotations

@@ -14,18 +14,8 @@ from typing import Any
 
 import flint
 
-from ._parse import (
-    Rejected,
-    array,
-    box_rows,
-    exact,
-    exact_row,
-    fields,
-    positive,
-    small_integer,
-    string,
-    vector,
-)
+from . import _parse
+from ._parse import Rejected, array, box_rows, exact, exact_row, fields, positive, small_integer
 from .lohner import replay_flow
 from .taylor import ReplayError, parse_field
 
@@ -46,10 +36,8 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
         values = exact_row(array(p["parameters"], f"{at}.parameters", len(names), 0), at)
         pieces.append((duration, values))
     if start == "points":
-        rows = array(instance["points"], "instance.points")
-        starts = [
-            [(x, x) for x in vector(r, f"instance.points[{i}]", d)] for i, r in enumerate(rows)
-        ]
+        points = _parse.matrix(instance["points"], "instance.points", None, d)
+        starts = [[(x, x) for x in row] for row in points]
     else:
         starts = box_rows(instance["boxes"], "instance.boxes", None, d)
     n = len(starts)
@@ -67,15 +55,12 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
     ]
 
     fields(hints, "hints", ("method", "order", "jacobian_order", "precision", "steps", "boxes"))
-    string(hints["method"], "hints.method", ("taylor-lohner",))
+    _parse.string(hints["method"], "hints.method", ("taylor-lohner",))
     K = small_integer(hints["order"], "hints.order", 2, 60)
     m = small_integer(hints["jacobian_order"], "hints.jacobian_order", 1, K)
     prec = small_integer(hints["precision"], "hints.precision", 53, 4096)
     raw_steps = array(hints["steps"], "hints.steps", len(pieces))
-    steps = [
-        exact_row(array(s, f"hints.steps[{j}]"), f"hints.steps[{j}]")
-        for j, s in enumerate(raw_steps)
-    ]
+    steps = [_parse.vector(s, f"hints.steps[{j}]") for j, s in enumerate(raw_steps)]
     total = sum(len(s) for s in steps)
     # cost: per set and step, order-K series over every node (twice), order-m duals (d+1
     # parts, three times), the d x d Lohner algebra; precision scales the word operations
@@ -98,15 +83,10 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
             out = replay_flow(field, balls, starts, steps, boxes, K, m, times)
         except ReplayError as exc:
             raise Rejected(f"hints: {exc}") from None
-        for k, per_time in enumerate(out):
-            for i, hull in enumerate(per_time):
-                for q, ball in enumerate(hull):
-                    lo, hi = claimed[k][i][q]
-                    if not (flint.arb(lo) <= ball.lower() and ball.upper() <= flint.arb(hi)):
-                        raise Rejected(
-                            f"claim.enclosures[{k}][{i}][{q}]: does not contain the replayed "
-                            "enclosure"
-                        )
+        for k, i, q in itertools.product(range(len(out)), range(n), range(d)):
+            (lo, hi), ball = claimed[k][i][q], out[k][i][q]
+            if not (flint.arb(lo) <= ball.lower() and ball.upper() <= flint.arb(hi)):
+                raise Rejected(f"claim.enclosures[{k}][{i}][{q}]: misses the replayed enclosure")
     return (
         f"rule taylor-lohner: {n} {start}, {len(pieces)} pieces, {total} steps, order {K}, "
         f"{len(field.nodes)} nodes"

@@ -86,9 +86,7 @@ def check_interpolation_v1(instance: Any, claim: Any, hints: Any) -> str:
         lo, hi = (small_integer(x, where, 0, len(pieces)) for x in array(phase["pieces"], where, 2))
         a = vector(a_raw := phase["normal"], f"{where}.normal", d)
         if lo != start or hi <= lo or not any(a) or not all(isinstance(x, str) for x in a_raw):
-            raise Rejected(
-                f"{where}: pieces not consecutive from {start}, or normal 0 or not strings"
-            )
+            raise Rejected(f"{where}: pieces not consecutive from {start}, or bad normal")
         terms: list = []
         for j in range(lo, hi):
             parsed.append(_piece(pieces[j], f"instance.schedule.pieces[{j}]", d, a, a_raw, terms))
@@ -100,16 +98,13 @@ def check_interpolation_v1(instance: Any, claim: Any, hints: Any) -> str:
         for u, v in zip(X, Y, strict=True)
     )
     result = string(claim["result"], "claim.result", ("exact", "max-error"))
-    if exact(claim[_CLAIM[1]], "claim.max_error_squared") != err or (result == "exact") != (
-        err == 0
-    ):
+    claimed_err = exact(claim[_CLAIM[1]], "claim.max_error_squared")
+    if claimed_err != err or (result == "exact") != (err == 0):
         raise Rejected(f"claim: max_error_squared or result differ from the replay's {err}")
     switches, width = sum(1 for p, q in pairwise(parsed) if p != q), max(len(p[1]) for p in parsed)
     variant = string(claim["variant"], "claim.variant", ("general", "high-dim"))
     formula = (2 if variant == "general" else 1) * -(-N // width) - 1
-    if [small_integer(claim[k], f"claim.{k}", 0, 10**9) for k in _CLAIM[2:4]] != [
-        switches,
-        formula,
-    ]:
+    claimed = [small_integer(claim[k], f"claim.{k}", 0, 10**9) for k in _CLAIM[2:4]]
+    if claimed != [switches, formula]:
         raise Rejected(f"claim: switches {switches}, formula ({variant} N={N} p={width}) {formula}")
     return f"N={N} d={d} p={width} L={switches}: max_n |Phi_T(x_n) - y_n|^2 = {err}"

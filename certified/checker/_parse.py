@@ -22,9 +22,8 @@ MAX_DEPTH = 32
 MAX_TOKENS = 2**25
 """Most ``[``, ``{`` and ``,`` outside strings; bounds the number of JSON values (memory)."""
 MAX_DIGITS = 4000
-"""Longest run of decimal digits in one integer (JSON integer, numerator, denominator,
-mantissa). Below CPython's default ``int`` conversion limit (4300), so no global setting is
-needed."""
+"""Longest run of decimal digits in one integer, numerator, denominator or mantissa (below
+CPython's default ``int`` conversion limit, 4300)."""
 MAX_EXPONENT = 10000
 """Largest ``|e|`` in a dyadic ``"m*2^e"``."""
 MAX_HEIGHT_BITS = 65536
@@ -48,27 +47,22 @@ def show(value: Any, limit: int = 60) -> str:
 
 # --- bytes -> JSON value ---------------------------------------------------------------------
 
-# A JSON string, or an unterminated one running to the end of the text. The possessive loop and
-# the unconditional match make the scan linear; it tokenises exactly as a JSON parser does up to
-# the parser's first error, so every bracket the parser would enter is counted.
+# A JSON string, or an unterminated one running to the end of the text: a linear scan (possessive
+# loops) tokenising as a JSON parser does up to its first error, so every bracket it would enter
+# is counted.
 _STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+\\?(?:"|\Z)', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]++")
 _DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
-
-
-# Every byte but the six structural ones, for the fast path below (UTF-8 continuation and lead
-# bytes are never ASCII, so deleting bytes never forms or splits one of the six).
+# Every byte but the six structural ones (UTF-8 multibyte sequences hold no ASCII byte, so
+# deleting bytes never forms or splits one of the six).
 _NON_STRUCTURAL = bytes(c for c in range(256) if c not in b'"[]{},')
 
 
 def _outside_strings(data: bytes, text: str) -> str:
-    """The characters ``[ ] { } ,`` of ``text`` that lie outside JSON strings, in order.
-
-    Fast path (no backslash in the file, so every ``"`` delimits a string): keep the six
-    structural bytes; the strings then read ``""`` exactly when they hold none of ``[]{},``, and
-    if deleting adjacent ``""`` pairs left to right removes every quote, the quotes paired up in
-    order, i.e. as JSON pairs them. Otherwise the string pattern above is applied to ``text``.
-    """
+    """The characters ``[ ] { } ,`` of ``text`` outside JSON strings, in order. Fast path (no
+    backslash, so every ``"`` delimits a string): keep the six structural bytes; if deleting
+    adjacent ``""`` pairs removes every quote, the quotes paired up as JSON pairs them and no
+    string held one of ``[]{},``. Otherwise the string pattern above is applied to ``text``."""
     if b"\\" not in data:
         skeleton = data.translate(None, _NON_STRUCTURAL).replace(b'""', b"")
         if b'"' not in skeleton:
@@ -100,10 +94,7 @@ def _json_integer(token: str) -> int:
 
 
 def _json_float(token: str) -> Any:
-    raise Rejected(
-        f"number {show(token)} has a fraction or exponent: certificates hold only integers "
-        'and exact strings "p/q", "m*2^e"'
-    )
+    raise Rejected(f'number {show(token)} has a fraction or exponent: write "p/q" or "m*2^e"')
 
 
 def _json_constant(token: str) -> Any:
@@ -138,10 +129,8 @@ def load_json(data: bytes) -> Any:
             parse_constant=_json_constant,
             object_pairs_hook=_json_object,
         )
-    except json.JSONDecodeError as exc:
-        raise Rejected(
-            f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
+    except json.JSONDecodeError as e:
+        raise Rejected(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
 
 
 # --- exact numbers ----------------------------------------------------------------------------
@@ -168,8 +157,7 @@ def _pow2(k: int) -> flint.fmpz:
     return v
 
 
-# Fast path: the same language and values as `exact` for valid numbers of at most MAX_DIGITS
-# characters (so every digit run is within MAX_DIGITS); anything else, valid or not, raises
+# Fast path: as `exact` on valid numbers of at most MAX_DIGITS characters; anything else raises
 # _Slow and is decided by `exact` (tests/checker/test_parse_fast.py compares the two).
 _QUICK_RATIONAL = re.compile(r"(-?[1-9][0-9]*)/([1-9][0-9]*)", re.ASCII)
 _QUICK_DYADIC = re.compile(r"(-?[1-9][0-9]*)\*2\^(0|-?[1-9][0-9]{0,4})", re.ASCII)

@@ -138,10 +138,6 @@ class _Series:
         return self.horner(coef, S) + arb(0, (weight * self.tail(s_hi)).upper())
 
 
-def _hull(u: fmpq, v: fmpq) -> arb:
-    return arb(u).union(arb(v))
-
-
 def _signed_rows(net: _Net, region: str, M, c):
     """Per live neuron: sigma_i (a_i, b_i), sigma_i (a_i^T M, a_i^T c) and their tail weights."""
     out = []
@@ -181,11 +177,11 @@ def _step(net, region, Y, h: fmpq, N: int, G: int, J=(), r=()) -> tuple[list, li
         return out
 
     for i, g, dg, w1, w2 in _signed_rows(net, region, M, c):
-        if scalar(g, _hull(_Z, h), h, w1) >= 0:
+        if scalar(g, arb(0).union(arb(h)), h, w1) >= 0:
             continue  # coarse pass: g >= 0 over the whole step
         for l_ in range(G):
             u, v = h * fmpq(l_, G), h * fmpq(l_ + 1, G)
-            gp = scalar(dg, _hull(u, v), v, w2)
+            gp = scalar(dg, arb(u).union(arb(v)), v, w2)
             if gp >= 0:
                 continue
             if gp <= 0 and scalar(g, arb(v), v, w1) >= 0:
@@ -202,7 +198,7 @@ def _window(net, region, Y, h: fmpq, eps_hint: fmpq, N: int, prec: int) -> list[
     M, c = net.affine(region)
     ser = _Series(M, c, Y, N, h)
     eps_hat = arb(4 * eps_hint) + arb(2) ** (-2 * prec)
-    X = ser.coords(_hull(_Z, h), h)
+    X = ser.coords(arb(0).union(arb(h)), h)
     B = [x + arb(0, eps_hat.lower()) for x in X]
     phi = arb(0)
     for i in net.live:
@@ -392,8 +388,6 @@ def check_relu_regions(activation, pieces, points, boxes, hints, al=_Z, initial_
             for k, (lo, hi) in enumerate(boxes[q]):
                 lo, hi = (lo, hi) if is_exact else (arb(lo), arb(hi))
                 if not (lo <= ends[k][0] and ends[k][1] <= hi):
-                    raise Rejected(
-                        f"claim.enclosures[{q}][{k}]: does not contain the certified ball"
-                    )
+                    raise Rejected(f"claim.enclosures[{q}][{k}]: does not contain its ball")
     what = "boxes" if initial_boxes else "points"
     return f"rule relu-regions: {n} {what}, {len(pieces)} pieces, enclosures, order {N}"

@@ -21,8 +21,7 @@ _ZERO = arb(0)
 
 
 class LohnerSet:
-    """``centre + C r``: centre (d exact balls), C (d x d arb_mat, exact entries), r (d x 1
-    arb_mat of balls, the box of coefficients)."""
+    """``centre + C r``: centre d exact balls, C a d x d exact arb_mat, r a d x 1 arb_mat."""
 
     __slots__ = ("C", "centre", "r")
 
@@ -31,8 +30,7 @@ class LohnerSet:
 
     @classmethod
     def box(cls, lo: list[fmpq], hi: list[fmpq]) -> LohnerSet:
-        """The box [lo, hi] (a point when lo == hi) as centre + I r (an inexact centre is
-        replaced by its midpoint and its radius moved into r)."""
+        """The box [lo, hi] as centre + I r (an inexact centre's radius moves into r)."""
         d = len(lo)
         mids = [arb((a + b) / 2) for a, b in zip(lo, hi, strict=True)]
         rad = [arb((b - a) / 2) + (c - c.mid()) for a, b, c in zip(lo, hi, mids, strict=True)]
@@ -41,8 +39,7 @@ class LohnerSet:
                                                           for i in range(d)]), r)  # fmt: skip
 
     def hull(self, with_centre: bool = False) -> list[arb]:
-        """Balls containing the set (and its centre if asked: the mean value form of a step
-        runs over segments from the centre, proofs/bounds.md#lohner)."""
+        """Balls containing the set (and the centre if asked, proofs/bounds.md#lohner)."""
         r = self.r
         if with_centre:
             r = arb_mat([[r[i, 0].union(_ZERO)] for i in range(r.nrows())])
@@ -75,9 +72,7 @@ def _orthonormal(M: arb_mat, order: list[int]) -> arb_mat:
 def lohner_step(field, params, S: LohnerSet, h: fmpq, box, K: int, m: int) -> LohnerSet:
     """One step of length h from S with the a priori box ``box`` (d exact pairs); Taylor order
     K, variational order m. Raises ReplayError (Picard, domain, singular basis).
-
-    Guarantee: the returned set contains Phi_h(x) for every x in S.
-    """
+    Guarantee: the returned set contains Phi_h(x) for every x in S."""
     d, hb = field.dimension, arb(h)
     B = [arb(lo).union(arb(hi)) for lo, hi in box]
     ident = [[arb(int(i == j)) for j in range(d)] for i in range(d)]
@@ -113,14 +108,11 @@ def lohner_step(field, params, S: LohnerSet, h: fmpq, box, K: int, m: int) -> Lo
 
 
 def replay_flow(field, pieces, starts, steps, boxes, K: int, m: int, times) -> list:
-    """Enclosures at each of ``times`` (exact, ends of steps) of the flow of ``field`` with
-    ``pieces`` ((duration, parameter balls)) from the boxes ``starts`` (per set, d exact pairs),
-    replaying ``steps`` (per piece, step lengths summing exactly to its duration) with the a
-    priori ``boxes`` (per piece, step, set: d pairs), at the caller's ``flint.ctx.prec``.
-    Returns ``out[k][i]``, d balls; raises ReplayError naming the piece, step and set.
-
-    Guarantee: encloses (proofs/checker_soundness.md#taylor-lohner).
-    """
+    """Enclosures ``out[k][i]`` (d balls) at ``times[k]`` (ends of steps) of the flow of
+    ``field`` with ``pieces`` ((duration, parameter balls)) from the boxes ``starts[i]`` (d
+    exact pairs), replaying ``steps[j]`` (lengths summing to the duration of piece j) with a
+    priori ``boxes[j][step][i]``. Raises ReplayError naming the piece, step and set.
+    Guarantee: encloses (proofs/checker_soundness.md#taylor-lohner)."""
     sets = [LohnerSet.box([a for a, _ in s], [b for _, b in s]) for s in starts]
     out, t, pending = [], fmpq(0), list(times)
     for j, (duration, params) in enumerate(pieces):

@@ -15,7 +15,7 @@ from typing import Any
 
 from flint import arb, fmpq
 
-from ._parse import Rejected, array, exact, show, small_integer
+from ._parse import Rejected, array, exact, fields, show, small_integer
 
 __all__ = ["MAX_NODES", "OPERATIONS", "ExpressionField", "Rejected", "ReplayError",
            "field_jets", "parse_field"]  # fmt: skip
@@ -32,8 +32,8 @@ class ReplayError(Exception):
 
 
 class ExpressionField:
-    """A validated graph. ``const[i]``: node i does not depend on the state; ``cost``: arb
-    operations of one coefficient order (budgets)."""
+    """A validated graph; ``const[i]``: node i is independent of the state; ``cost``: arb
+    operations per coefficient order."""
 
     __slots__ = ("const", "cost", "dimension", "names", "nodes", "outputs")
 
@@ -47,10 +47,7 @@ class ExpressionField:
 
 def parse_field(value: Any, where: str = "field") -> ExpressionField:
     """The field a JSON value denotes; Rejected (naming the node) when it is not valid."""
-    if not isinstance(value, dict) or set(value) != {"dimension", "parameters", "nodes", "outputs"}:
-        raise Rejected(
-            f"{where}: expected exactly the fields dimension, parameters, nodes, outputs"
-        )
+    fields(value, where, ("dimension", "parameters", "nodes", "outputs"))
     d = small_integer(value["dimension"], f"{where}.dimension", 1, 10_000)
     names = array(value["parameters"], f"{where}.parameters", minimum=0)
     for i, name in enumerate(names):
@@ -92,8 +89,7 @@ _WIDE = [False]  # set by field_jets(wide=True): products of wide balls by their
 
 
 def _times(x: arb, y: arb) -> arb:
-    """x y; over two wide balls the range of the interval product (a ball product adds r_x r_y
-    and more: the Picard test and the variational enclosure over boxes need the range)."""
+    """x y; of two wide balls the interval product (the ball product adds r_x r_y and more)."""
     if not _WIDE[0] or x.rad() == 0 or y.rad() == 0:
         return x * y
     p = [a * b for a in (x.lower(), x.upper()) for b in (y.lower(), y.upper())]
@@ -140,8 +136,7 @@ def _wconv(a, b, k):
 
 
 def _monotone(f, x: arb) -> arb:
-    """f increasing over the ball x, by its endpoints (arb's derivative-based enclosure of a
-    wide ball is far looser: exp([0.5, 1.5]) comes back as [+/- 4.49])."""
+    """f increasing over the ball x, by its endpoints (arb's enclosure is far looser)."""
     if x.rad() == 0:
         return f(x)
     return arb(f(arb(x.lower())).lower()).union(arb(f(arb(x.upper())).upper()))
@@ -176,11 +171,9 @@ def _elementary(op, a0):
 
 
 def field_jets(field: ExpressionField, params, x0, seeds, order: int, wide: bool = False):
-    """Taylor coefficients x_0..x_order of the solutions through the ball x0 as duals: with
-    ``seeds`` (d rows of g balls) the dual parts of x_k are ``D x_k(x0) seeds``; ``wide``:
-    interval-exact products (for boxes). Raises ReplayError when an operation leaves its
-    domain (log/sqrt of a ball not > 0, a divisor containing 0) or overflows.
-
+    """Taylor coefficients x_0..x_order of the solutions through the ball x0 as duals (dual
+    parts ``D x_k(x0) seeds``, seeds: d rows of g balls); ``wide``: interval products (boxes).
+    Raises ReplayError when an operation leaves its domain or overflows.
     Guarantee: x_k encloses the k-th Taylor coefficient at t = 0 of every solution with x(0)
     in x0 (and its dual part that coefficient's derivative times the seeds).
     """
