@@ -95,7 +95,7 @@ class ArbSets:
                     failed.append(i)
                     continue
                 B = [arb(lo).union(arb(hi)) for lo, hi in box]
-                if tol is not None:
+                if tol > 0:
                     rem = field_jets(self.field, self.params[j], B, None, self.K)[self.K]
                     big = max(float(abs(r[0]).upper()) for r in rem)
                     scale = max(1.0, *(abs(float(c)) for c in S.centre))
@@ -109,7 +109,7 @@ class ArbSets:
                     failed.append(i)
         if failed:
             return "fail", np.array(failed)
-        if tol is not None and allowed < float(h):
+        if tol > 0 and allowed < float(h):
             return "shrink", allowed
         return "ok", None
 

@@ -115,7 +115,7 @@ def _apriori(jets, j, X: Interval, h: Interval, halfwidth: float):
     return B, good
 
 
-def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m: int, at, tol=None):
+def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m: int, at, tol: float):
     """One step for every set; None if the a priori enclosure fails for some set (the caller
     halves h), else the new state, the a priori boxes and the failed-update mask."""
     n, d = c.shape
@@ -131,13 +131,14 @@ def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m: int, at, tol=None):
         return None, np.flatnonzero(~good)
     at_lo, at_hi, st1 = at
     rem_lo, rem_hi, st2 = jets(j, B.lo, B.hi, K)
-    if tol is not None:  # the remainder over B, not the coefficient at the centre, decides
-        big = np.max(np.maximum(np.abs(rem_lo[K, :, :, 0]), np.abs(rem_hi[K, :, :, 0])), axis=1)
-        scale = np.maximum(1.0, np.max(np.abs(c), axis=1))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            allowed = float(np.min((tol * scale / big) ** (1.0 / K)))
-        if np.isfinite(allowed) and allowed < hl:
-            return "shrink", allowed
+    # the remainder over B, not the coefficient at the centre, decides the step: the step
+    # that would make x_K(B) h^K ~ tol max(1, |x|) (reported, and enforced when tol is given)
+    big = np.max(np.maximum(np.abs(rem_lo[K, :, :, 0]), np.abs(rem_hi[K, :, :, 0])), axis=1)
+    scale = np.maximum(1.0, np.max(np.abs(c), axis=1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        allowed = float(np.min((abs(tol) * scale / big) ** (1.0 / K)))
+    if tol > 0 and np.isfinite(allowed) and allowed < hl:  # tol < 0: report, do not enforce
+        return "shrink", allowed
     coef_lo = np.concatenate([at_lo[1:K, :, :, 0], rem_lo[K : K + 1, :, :, 0]])
     coef_hi = np.concatenate([at_hi[1:K, :, :, 0], rem_hi[K : K + 1, :, :, 0]])
     inc = _poly(coef_lo, coef_hi, H) * H
@@ -179,7 +180,7 @@ def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m: int, at, tol=None):
     failed = (
         blown | (ok == 0) | (status != 0) | ~np.all(np.isfinite(rl2) & np.isfinite(rh2), axis=1)
     )
-    return (c2, C2, rl2, rh2, B, J), np.flatnonzero(failed)
+    return (c2, C2, rl2, rh2, B, J, allowed), np.flatnonzero(failed)
 
 
 class _FloatSets:
@@ -212,7 +213,7 @@ class _FloatSets:
         return "ok", None
 
     def accept(self) -> Interval:
-        self.c, self.C, self.rl, self.rh, B, J = self.pending
+        self.c, self.C, self.rl, self.rh, B, J, self.allowed = self.pending
         if self.P is not None:  # chain rule: DPhi over the set is in J_k ... J_1
             lo, hi = np.empty_like(self.P[0]), np.empty_like(self.P[1])
             LK.imatmul(np.ascontiguousarray(J.lo), np.ascontiguousarray(J.hi), *self.P, lo, hi)
@@ -262,7 +263,8 @@ def lohner_flow(
             if policy.max_step is not None:
                 h = min(h, policy.max_step)
             coefs, centres = state.coefficients(j)
-            guess = _step_size(coefs, centres, K, policy.tolerance) * ratio
+            raw = _step_size(coefs, centres, K, policy.tolerance)
+            guess = raw * ratio
             if last is not None:  # at most double the last step (the centre's coefficients
                 guess = min(guess, 2 * last)  # vanish at an equilibrium: guess = inf)
             if np.isfinite(guess) and 0 < guess < float(h):
@@ -277,13 +279,17 @@ def lohner_flow(
                         return _failure(saves, n, d, t, np.arange(n), j, tiny=True)
                     new = min(h, _dyadic_floor(0.95 * info))
                     ratio, shrunk = ratio * float(new / h), True
-                    h, tol = new, None
+                    h, tol = new, -tol
                 else:
                     h = h / 2
             else:
                 return _failure(saves, n, d, t, info, j)
-            if not shrunk:
-                ratio = min(1.0, ratio * 1.1)  # the guess (at the centre) learns the remainder's
+            allowed = getattr(state, "allowed", None)
+            if allowed is not None and np.isfinite(allowed) and np.isfinite(raw) and raw > 0:
+                # the guess (at the centre) learns the remainder's verdict (over B)
+                ratio = min(1.0, 0.9 * allowed / raw)
+            elif not shrunk:
+                ratio = min(1.0, ratio * 1.1)
             B = state.accept()
             count += 1
             if count > policy.max_steps:
