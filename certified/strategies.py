@@ -1,4 +1,5 @@
-"""Public hypothesis strategies: datasets, near-degenerate datasets, schedules and measures.
+"""Public hypothesis strategies: datasets, near-degenerate datasets, schedules, measures and
+expression fields.
 
 These strategies generate the inputs the theorems of ``certified`` are about, for property tests
 in your own test suite. They need ``hypothesis`` (a test dependency, ``pip install
@@ -38,6 +39,7 @@ __all__ = [
     "LAYOUTS",
     "datasets",
     "doubles",
+    "expression_fields",
     "measures",
     "near_degenerate_datasets",
     "schedules",
@@ -405,3 +407,92 @@ def measures(n: Any = (1, 12), d: Any = (1, 4), *, extreme: bool = False) -> Any
         return Measure(pts, [f"{r}/{total}" for r in raw])
 
     return build()
+
+
+# one-argument recipes and how the builder applies them (domains kept safe: log of 2 + sin,
+# sqrt of 1 + u^2, division by 1 + u^2, exp of a bounded tanh)
+_UNARY_RECIPES = {
+    "neg": lambda F, u: -u,
+    "sqr": lambda F, u: u**2,
+    "tanh": lambda F, u: F.tanh(u),
+    "sigmoid": lambda F, u: F.sigmoid(u),
+    "sin": lambda F, u: F.sin(u),
+    "cos": lambda F, u: F.cos(u),
+    "exp_tanh": lambda F, u: F.exp(F.tanh(u)),
+    "log_2_sin": lambda F, u: F.log(2 + F.sin(u)),
+    "sqrt_1_sqr": lambda F, u: F.sqrt(1 + u**2),
+}
+_BINARY_RECIPES = {
+    "add": lambda F, u, v: u + v,
+    "sub": lambda F, u, v: u - v,
+    "mul": lambda F, u, v: u * v,
+    "div_1_sqr": lambda F, u, v: u / (1 + v**2),
+    "logsumexp": lambda F, u, v: F.logsumexp([u, v, 0]),
+}
+
+
+def expression_fields(
+    d: Any = (1, 3), *, depth: int = 4, parameters: Any = (0, 2), pieces: Any = (1, 2)
+) -> Any:
+    """Smooth :class:`~certified.fields.PiecewiseField` s built from random expression graphs
+    over every operation of the graph language (safe domains by construction), with tame flows
+    (components scaled by 1/8 to 1/2, durations 1/4 to 1/2 per piece, parameters in [-1, 1]).
+
+    Examples
+    --------
+    >>> from certified.strategies import expression_fields
+    >>> s = expression_fields(d=2, depth=3)
+
+    Guarantee: none (generator); every field is valid (it passes the checker's parser).
+    """  # fmt: skip
+    st = _st()
+    import certified.fields as F  # noqa: N812 (the module plays the role of a namespace)
+
+    d_lo, d_hi = _range(d, "d", 1)
+    p_lo, p_hi = _range(parameters, "parameters", 0)
+    k_lo, k_hi = _range(pieces, "pieces", 1)
+
+    def recipes(dim: int, n_par: int) -> Any:
+        leaves = st.one_of(
+            st.tuples(st.just("x"), st.integers(0, dim - 1)),
+            st.tuples(st.just("c"), st.integers(-8, 8).map(lambda k: f"{k}/4")),
+            *([st.tuples(st.just("p"), st.integers(0, n_par - 1))] if n_par else []),
+        )
+        return st.recursive(
+            leaves,
+            lambda inner: st.one_of(
+                st.tuples(st.sampled_from(sorted(_UNARY_RECIPES)), inner),
+                st.tuples(st.sampled_from(sorted(_BINARY_RECIPES)), inner, inner),
+            ),
+            max_leaves=2**depth,
+        )
+
+    def build(r: Any, x: Any, p: Any, b: Any) -> Any:
+        if r[0] == "x":
+            return x[r[1]]
+        if r[0] == "p":
+            return p[r[1]]
+        if r[0] == "c":
+            return b.const(r[1])
+        args = [build(a, x, p, b) for a in r[1:]]
+        table = _UNARY_RECIPES if len(args) == 1 else _BINARY_RECIPES
+        return table[r[0]](F, *args)
+
+    @st.composite
+    def draw_field(draw: Any) -> Any:
+        dim, n_par = draw(st.integers(d_lo, d_hi)), draw(st.integers(p_lo, p_hi))
+        rs = [draw(recipes(dim, n_par)) for _ in range(dim)]
+        scales = [draw(st.sampled_from(["1/8", "1/4", "1/2"])) for _ in range(dim)]
+        names = [f"q{j}" for j in range(n_par)]
+        b = F.GraphBuilder(dim, names)
+        p = [b.param(n) for n in names]
+        outputs = [b.const(s) * build(r, b.x, p, b) for r, s in zip(rs, scales, strict=True)]
+        field = F.VectorField(b.graph(outputs))
+        n_pieces = draw(st.integers(k_lo, k_hi))
+        return field.on(*[
+            (draw(st.sampled_from(["1/4", "1/3", "1/2"])),
+             [draw(st.integers(-4, 4).map(lambda k: f"{k}/4")) for _ in names])
+            for _ in range(n_pieces)
+        ])  # fmt: skip
+
+    return draw_field()
