@@ -5,8 +5,7 @@ directory runs when copied out. Format: ``proofs/format.md``; meaning of VERIFIE
 ``proofs/semantics.md``; soundness of each rule: ``proofs/checker_soundness.md``. Usage:
 ``python -m certified.checker FILE...`` (or ``certified check FILE...``), or ``check_file(path)``
 -> ``Verdict(verified, kind, reason)``. It fails closed: anything it does not understand, every
-resource limit exceeded and every unexpected exception is a rejection, never an acceptance.
-"""
+resource limit exceeded and every unexpected exception is a rejection, never an acceptance."""
 
 from __future__ import annotations
 
@@ -42,21 +41,19 @@ __all__ = ["KINDS", "MAX_BYTES", "MAX_DEPTH", "MAX_DIGITS", "MAX_EXPONENT", "MAX
            "check_certificate", "check_file", "check_paths", "gc_paused",
            "gradient_coordinate"]  # fmt: skip
 
-KINDS = {
+KINDS = {  # the known certificate kinds and, for each, the checker of each known version
     "flow": {1: check_flow_v1},
     "separation": {1: check_separation_v1},
     "lipschitz": {1: check_lipschitz_v1},
     "wasserstein": {1: check_wasserstein_v1},
     "interpolation": {1: check_interpolation_v1},
 }
-"""Known certificate kinds and, for each, the checker of each known version."""
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """Outcome of checking one certificate: ``verified`` only if it is well formed and its claim
-    was replayed; ``kind`` when it could be read (else None); ``reason``: why it was rejected,
-    or a summary of what was verified.
+    """Outcome of checking one certificate: ``verified`` (well formed, claim replayed), ``kind``
+    (None if unreadable), ``reason`` (why it was rejected, or a summary of what was verified).
     Guarantee: ``verified`` implies the statement of ``proofs/semantics.md`` for ``kind``."""
 
     verified: bool
@@ -148,8 +145,7 @@ def _one_line(text: str) -> str:
 def check_paths(paths: list[str], out: TextIO) -> int:
     """Check each file, print its line on ``out`` (``_cli.py`` gives the format), return the exit
     status. On a terminal, standard error shows which file is being checked."""
-    status = 0
-    tty = sys.stderr.isatty()
+    status, tty = 0, sys.stderr.isatty()
     for path in paths:
         if tty:
             print(f"checking {_one_line(path)} ...", file=sys.stderr, flush=True)

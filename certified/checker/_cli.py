@@ -2,8 +2,7 @@
 
 Output (proofs/format.md section 5): one ASCII line per file, in argument order,
 ``VERIFIED <kind> <file>`` or ``REJECTED <file>: <reason>``. Exit status: 0 all verified, 1 some
-rejected, 2 a usage error or an unreadable file (I/O errors take precedence).
-"""
+rejected, 2 a usage error or an unreadable file (I/O errors take precedence)."""
 
 from __future__ import annotations
 

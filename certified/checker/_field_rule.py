@@ -4,8 +4,7 @@ The instance carries the field as data (an expression graph, ``taylor.parse_fiel
 piecewise-constant parameters and the initial points or boxes; the hints only the step
 lengths and the a priori boxes. The checker recomputes every Taylor coefficient, remainder and
 Lohner set itself (``taylor.replay_flow``, proofs/checker_soundness.md#taylor-lohner) and
-compares the claimed enclosures with its own. Adding a field adds data, not code here.
-"""
+compares the claimed enclosures with its own. Adding a field adds data, not code here."""
 
 from __future__ import annotations
 
@@ -44,16 +43,12 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
     time = exact(instance["time"], "instance.time")
     if time != sum((p[0] for p in pieces), flint.fmpq(0)):
         raise Rejected("instance.time: differs from the total duration of the pieces")
-
     fields(claim, "claim", ("times", "enclosures"))
     times = exact_row(array(claim["times"], "claim.times"), "claim.times")
     if any(b <= a for a, b in itertools.pairwise(times)) or times[-1] != time:
         raise Rejected("claim.times: must increase strictly and end at instance.time")
-    claimed = [
-        box_rows(e, f"claim.enclosures[{k}]", n, d)
-        for k, e in enumerate(array(claim["enclosures"], "claim.enclosures", len(times)))
-    ]
-
+    raw_claimed = array(claim["enclosures"], "claim.enclosures", len(times))
+    claimed = [box_rows(e, f"claim.enclosures[{k}]", n, d) for k, e in enumerate(raw_claimed)]
     fields(hints, "hints", ("method", "order", "jacobian_order", "precision", "steps", "boxes"))
     _parse.string(hints["method"], "hints.method", ("taylor-lohner",))
     K = small_integer(hints["order"], "hints.order", 2, 60)
@@ -62,21 +57,16 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
     raw_steps = array(hints["steps"], "hints.steps", len(pieces))
     steps = [_parse.vector(s, f"hints.steps[{j}]") for j, s in enumerate(raw_steps)]
     total = sum(len(s) for s in steps)
-    # cost: per set and step, order-K series over every node (twice), order-m duals (d+1
-    # parts, three times), the d x d Lohner algebra; precision scales the word operations
+    # per set and step: order-K series over every node (twice), order-m duals (d+1 parts, three
+    # times), the d x d Lohner algebra; precision scales the word operations
     per = field.cost * (K * K + 3 * (d + 1) * m * m) + 20 * d**3
     ops = n * total * per * (1 + prec // 256)
     if ops > MAX_TAYLOR_OPS:
         raise Rejected(f"resource limit: the replay needs more than {MAX_TAYLOR_OPS} operations")
-    raw_boxes = array(hints["boxes"], "hints.boxes", len(pieces))
-    boxes = [
-        [
-            box_rows(b, f"hints.boxes[{j}][{s}]", n, d)
-            for s, b in enumerate(array(raw_boxes[j], f"hints.boxes[{j}]", len(steps[j])))
-        ]
-        for j in range(len(pieces))
-    ]
-
+    boxes = []  # per piece, step and set: the a priori box
+    for j, per_piece in enumerate(array(hints["boxes"], "hints.boxes", len(pieces))):
+        per_step = array(per_piece, f"hints.boxes[{j}]", len(steps[j]))
+        boxes.append([box_rows(b, f"hints.boxes[{j}][{s}]", n, d) for s, b in enumerate(per_step)])
     with flint.ctx.workprec(prec):
         balls = [(t, [flint.arb(v) for v in values]) for t, values in pieces]
         try:
@@ -87,7 +77,5 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
             (lo, hi), ball = claimed[k][i][q], out[k][i][q]
             if not (flint.arb(lo) <= ball.lower() and ball.upper() <= flint.arb(hi)):
                 raise Rejected(f"claim.enclosures[{k}][{i}][{q}]: misses the replayed enclosure")
-    return (
-        f"rule taylor-lohner: {n} {start}, {len(pieces)} pieces, {total} steps, order {K}, "
-        f"{len(field.nodes)} nodes"
-    )
+    what = f"{len(pieces)} pieces, {total} steps, order {K}, {len(field.nodes)} nodes"
+    return f"rule taylor-lohner: {n} {start}, {what}"

@@ -1,10 +1,9 @@
 """Kind ``lipschitz`` v1: H1 / H2 / H3 verdicts for single-head attention (proofs/lipschitz.md).
 
-f(X)_i = Σ_j softmax_j(x_iᵀ A x_j) V x_j, A = KᵀQ/√k, on (B_R)^n. REFUTED: the instance X and
-X' have ‖f(X) − f(X')‖_F/‖X − X'‖_F ≥ lhs_lower > rhs_upper ≥ RHS. VERIFIED: ‖Df(X)‖₂ ≤
-lhs_upper ≤ rhs_lower ≤ RHS. f, Df recomputed in arb; norm hints checked exactly or in arb.
-H3 (§4, ``check_h3_v1``): μ, ν on B_R, Fμ = Σ a_i δ_{Γ_μ(x_i)} in arb; VERIFIED: W₂(Fμ, Fν) ≤
-lhs_upper W₂(μ, ν), lhs_upper ≤ rhs_lower ≤ RHS₃; REFUTED: the reverse."""
+f(X)_i = Σ_j softmax_j(x_iᵀ A x_j) V x_j, A = KᵀQ/√k, on (B_R)^n. REFUTED: ‖f(X) − f(X')‖_F /
+‖X − X'‖_F ≥ lhs_lower > rhs_upper ≥ RHS; VERIFIED: ‖Df(X)‖₂ ≤ lhs_upper ≤ rhs_lower ≤ RHS (f, Df
+in arb). H3 (§4): Fμ = Σ a_i δ_{Γ_μ(x_i)}; VERIFIED: W₂(Fμ, Fν) ≤ lhs_upper W₂(μ, ν),
+lhs_upper ≤ rhs_lower ≤ RHS₃; REFUTED: the reverse."""
 
 from __future__ import annotations
 
@@ -90,8 +89,7 @@ def check_lipschitz_v1(instance: Any, claim: Any, hints: Any) -> str:
     inst = fields(instance, "instance", ("Q", "K", "V", "R", "X"))
     Q = matrix(inst["Q"], "instance.Q", None, None)
     k, d = len(Q), len(Q[0])
-    K = matrix(inst["K"], "instance.K", k, d)
-    V = matrix(inst["V"], "instance.V", d, d)
+    K, V = matrix(inst["K"], "instance.K", k, d), matrix(inst["V"], "instance.V", d, d)
     R = exact(inst["R"], "instance.R")
     X = matrix(inst["X"], "instance.X", None, d)
     n = len(X)
@@ -121,8 +119,7 @@ def check_lipschitz_v1(instance: Any, claim: Any, hints: Any) -> str:
         else:
             a2 = nm * nm / k * flint.arb(R**4) * (4 * n + 1)
             RHS = flint.arb(3).sqrt() * nv * (a2 + n).sqrt()
-        A = flint.arb_mat(KtQ) * (1 / flint.arb(k).sqrt())
-        Va = flint.arb_mat(V)
+        A, Va = flint.arb_mat(KtQ) * (1 / flint.arb(k).sqrt()), flint.arb_mat(V)
         if refuted:
             F, G = (_softmax_map(A, Va, flint.arb_mat(Y))[1] for Y in (X, Xp))
             num = sum(((e := F[i, a] - G[i, a]) * e for i in range(n) for a in range(d)), 0)

@@ -2,8 +2,7 @@
 
 Specification: ``proofs/format.md`` (sections 1 "Encoding", 2 "Numbers", 3 "Top level").
 Everything here either returns a value that denotes exactly what the file says or raises
-:class:`Rejected`; nothing is rounded, defaulted or guessed.
-"""
+:class:`Rejected`; nothing is rounded, defaulted or guessed."""
 
 from __future__ import annotations
 
@@ -15,22 +14,15 @@ from typing import Any
 import flint
 
 # Resource limits (proofs/format.md sections 1, 2 and 4). Each bounds the work of checking.
-MAX_BYTES = 256 * 1024 * 1024
-"""Largest certificate file, in bytes."""
-MAX_DEPTH = 32
-"""Deepest nesting of JSON arrays and objects."""
-MAX_TOKENS = 2**25
-"""Most ``[``, ``{`` and ``,`` outside strings; bounds the number of JSON values (memory)."""
-MAX_DIGITS = 4000
-"""Longest run of decimal digits in one integer, numerator, denominator or mantissa (below
-CPython's default ``int`` conversion limit, 4300)."""
-MAX_EXPONENT = 10000
-"""Largest ``|e|`` in a dyadic ``"m*2^e"``."""
-MAX_HEIGHT_BITS = 65536
-"""Largest height (bits of numerator or denominator) of any coordinate formed during a replay."""
+MAX_BYTES = 256 * 1024 * 1024  # largest certificate file, in bytes
+MAX_DEPTH = 32  # deepest nesting of JSON arrays and objects
+MAX_TOKENS = 2**25  # most [ { , outside strings: bounds the number of JSON values (memory)
+MAX_DIGITS = 4000  # longest digit run of a number's integers (below CPython's int limit, 4300)
+MAX_EXPONENT = 10000  # largest |e| in a dyadic "m*2^e"
+MAX_HEIGHT_BITS = 65536  # largest height (bits of numerator or denominator) formed in a replay
+# Largest replay cost: a step of a point through a piece of width p costs (p + 1) * d * w *
+# isqrt(w) with w = 1 + h // 64, h the largest height (bits) of its operands.
 MAX_REPLAY_COST = 10**7
-"""Largest replay cost: a step of a point through a piece of width p costs
-(p + 1) * d * w * isqrt(w) with w = 1 + h // 64, h the largest height (bits) of its operands."""
 
 _INT_BOUND = 10**MAX_DIGITS  # |n| < _INT_BOUND  <=>  n has at most MAX_DIGITS digits
 
@@ -47,9 +39,8 @@ def show(value: Any, limit: int = 60) -> str:
 
 # --- bytes -> JSON value ---------------------------------------------------------------------
 
-# A JSON string, or an unterminated one running to the end of the text: a linear scan (possessive
-# loops) tokenising as a JSON parser does up to its first error, so every bracket it would enter
-# is counted.
+# A JSON string, or an unterminated one to the end: a linear scan (possessive loops) tokenising
+# as a JSON parser does up to its first error, so every bracket it would enter is counted.
 _STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+\\?(?:"|\Z)', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]++")
 _DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
@@ -110,6 +101,10 @@ def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+_HOOKS = {"parse_int": _json_integer, "parse_float": _json_float,
+          "parse_constant": _json_constant, "object_pairs_hook": _json_object}  # fmt: skip
+
+
 def load_json(data: bytes) -> Any:
     """Parse the bytes of a certificate file as strict JSON (proofs/format.md section 1)."""
     if len(data) > MAX_BYTES:
@@ -122,13 +117,7 @@ def load_json(data: bytes) -> Any:
         raise Rejected("not valid JSON: byte order mark at the start")
     _check_shape(data, text)
     try:
-        return json.loads(
-            text,
-            parse_int=_json_integer,
-            parse_float=_json_float,
-            parse_constant=_json_constant,
-            object_pairs_hook=_json_object,
-        )
+        return json.loads(text, **_HOOKS)
     except json.JSONDecodeError as e:
         raise Rejected(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
 
@@ -209,10 +198,7 @@ def exact_row(items: list, where: str) -> list[flint.fmpq]:
 def exact(value: Any, where: str) -> flint.fmpq:
     """The exact rational a certificate number denotes (proofs/format.md section 2)."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise Rejected(
-            f"{where}: {show(value)} is not an exact number "
-            '(a JSON integer or a string "n", "p/q", "m*2^e")'
-        )
+        raise Rejected(f'{where}: {show(value)} is not an exact number (integer, "p/q", "m*2^e")')
     if isinstance(value, int):
         if not -_INT_BOUND < value < _INT_BOUND:
             raise Rejected(f"{where}: integer with more than {MAX_DIGITS} digits")
@@ -222,10 +208,7 @@ def exact(value: Any, where: str) -> flint.fmpq:
     form = _DYADIC if "*" in value else _RATIONAL if "/" in value else _INTEGER
     m = form.fullmatch(value)
     if m is None:
-        raise Rejected(
-            f'{where}: {show(value)} is not an exact number ("n", "p/q" or "m*2^e"; '
-            "no decimals, spaces or + signs)"
-        )
+        raise Rejected(f"{where}: {show(value)} is not an exact number (no decimals, blanks, +)")
     if form is _INTEGER:
         if value == "-0":
             raise Rejected(f'{where}: "-0" is not canonical; write 0')

@@ -1,10 +1,8 @@
 """Rule ``relu-regions`` of kind ``flow`` v1: enclosures of (leaky) ReLU flows with non-laminar
-pieces, re-derived region by region in arb (proofs/checker_soundness.md#relu-regions).
-
-Hints (per point, per piece): ``{"kind": "laminar" | "equilibrium"}`` or ``{"kind": "regions",
+pieces, re-derived region by region in arb (proofs/checker_soundness.md#relu-regions). Hints
+(per point, per piece): ``{"kind": "laminar" | "equilibrium"}`` or ``{"kind": "regions",
 "segments": [{"region", "start", "end", "steps"}], "crossings": [{"neurons", "window", "eps"}]}``:
-only *where* to look (regions, step and window times, a window width); the enclosures are
-recomputed here."""
+only *where* to look (regions, step and window times, window widths); enclosures are recomputed."""
 
 from __future__ import annotations
 
@@ -22,8 +20,7 @@ _Z = fmpq(0)
 
 
 def _sig(z: Any, al: fmpq) -> Any:
-    """sigma(z) = max(z, al z) of an exact z, or of a ball by its endpoints (monotone; NaN
-    stays NaN)."""
+    """sigma(z) = max(z, al z) of an exact z, or of a ball by its endpoints (NaN stays NaN)."""
     if isinstance(z, fmpq):
         return z if z > 0 else al * z
     lo, hi = z.lower(), z.upper()
@@ -44,9 +41,8 @@ class _Net:
 
     def __init__(self, piece: Any, d: int, al: fmpq) -> None:
         self.d, self.p, self.tau, self.al = d, len(piece.b), piece.duration, al
-        self.height = piece.height
         self.w = [[piece.W[k][i] for k in range(d)] for i in range(self.p)]
-        self.a, self.b = piece.A, piece.b
+        self.a, self.b, self.height = piece.A, piece.b, piece.height
         self.live = [i for i in range(self.p) if any(self.w[i]) and any(self.a[i])]
         live = set(self.live)  # the regions, "-" read as "+":
         self.signs = "".join("+" if i in live else "." for i in range(self.p))
@@ -78,9 +74,8 @@ class _Net:
         """M, c of the field on the closed region (exact; slope 1 on +, al on -)."""
         if region in self.memo:
             return self.memo[region]
-        d = self.d
+        d, c = self.d, list(self.c0)
         M = [[_Z] * d for _ in range(d)]
-        c = list(self.c0)
         for i in self.live:
             s = fmpq(1) if region[i] == "+" else self.al
             if s:
@@ -101,8 +96,7 @@ class _Series:
         self.m = max(sum((abs(v) for v in row), _Z) for row in M)
         if self.m * h >= N + 2:
             raise Rejected(f"a step of length {h} is too long for order {N} (m h >= N + 2)")
-        Ma = [[arb(v) for v in row] for row in M]
-        ca = [arb(v) for v in c]
+        Ma, ca = [[arb(v) for v in row] for row in M], [arb(v) for v in c]
         v = [list(Y) + [arb(1)]]
         for k in range(N):
             prev = v[-1]
@@ -140,17 +134,14 @@ class _Series:
 
 def _signed_rows(net: _Net, region: str, M, c):
     """Per live neuron: sigma_i (a_i, b_i), sigma_i (a_i^T M, a_i^T c) and their tail weights."""
-    out = []
-    d = net.d
+    out, d = [], net.d
     for i in net.live:
-        sg = 1 if region[i] == "+" else -1
-        a = net.a[i]
+        sg, a = (1 if region[i] == "+" else -1), net.a[i]
         g = [arb(sg * x) for x in a] + [arb(sg * net.b[i])]
         aM = [sum((a[k] * M[k][m] for k in range(d)), _Z) for m in range(d)]
         ac = sum((a[k] * c[k] for k in range(d)), _Z)
         dg = [arb(sg * x) for x in aM] + [arb(sg * ac)]
-        w1 = arb(sum((abs(x) for x in a), _Z))
-        w2 = arb(sum((abs(x) for x in aM), _Z))
+        w1, w2 = arb(sum((abs(x) for x in a), _Z)), arb(sum((abs(x) for x in aM), _Z))
         out.append((i, g, dg, w1, w2))
     return out
 
@@ -182,9 +173,7 @@ def _step(net, region, Y, h: fmpq, N: int, G: int, J=(), r=()) -> tuple[list, li
         for l_ in range(G):
             u, v = h * fmpq(l_, G), h * fmpq(l_ + 1, G)
             gp = scalar(dg, arb(u).union(arb(v)), v, w2)
-            if gp >= 0:
-                continue
-            if gp <= 0 and scalar(g, arb(v), v, w1) >= 0:
+            if gp >= 0 or (gp <= 0 and scalar(g, arb(v), v, w1) >= 0):
                 continue
             gu = scalar(g, arb(u), u, w1)
             if arb(gu.lower()) + arb(v - u) * min(arb(gp.lower()), arb(0)) >= 0:
@@ -203,9 +192,8 @@ def _window(net, region, Y, h: fmpq, eps_hint: fmpq, N: int, prec: int) -> list[
     phi = arb(0)
     for i in net.live:
         gi = sum((net.a[i][k] * B[k] for k in range(net.d)), arb(0)) + net.b[i]
-        if (gi if region[i] == "+" else -gi) >= 0:
-            continue
-        phi += (1 - net.al) * _norm2_up(net.w[i]) * arb(abs(gi).upper())
+        if not (gi if region[i] == "+" else -gi) >= 0:
+            phi += (1 - net.al) * _norm2_up(net.w[i]) * arb(abs(gi).upper())
     eps = arb(((net.lip * arb(h)).exp() * arb(h) * phi).upper())
     if not eps < arb(eps_hat.lower()):
         raise Rejected(f"window of length {h}: the error bound {eps} is not below eps_hat")
@@ -282,9 +270,7 @@ def _regions_piece(net, entry, where, x, is_exact, N, G, prec, J, r):
     events = _events(entry, where, net)
     certified = None  # the region whose membership is known at the current time
     if is_exact:
-        region0 = events[0][2]
-        if _member(net, region0, x, True):
-            certified = region0
+        certified = events[0][2] if _member(net, events[0][2], x, True) else None
         x = [arb(v) for v in x]
     for t0, t1, region, eps in events:
         try:

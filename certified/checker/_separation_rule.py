@@ -10,8 +10,7 @@ import flint
 
 from ._parse import Rejected, fields, measure, small_integer, vector
 
-MAX_SEPARATION_COST = 3 * 10**8
-"""Largest (atoms of mu + nu) * (d + 1) * (precision + 512): a few seconds of arb work."""
+MAX_SEPARATION_COST = 3 * 10**8  # (atoms of mu + nu) (d + 1) (precision + 512): seconds of arb
 
 
 def gradient_coordinate(points: list, weights: list, q: list, k: int) -> flint.arb:

@@ -1,13 +1,10 @@
 """The validated Taylor step with QR-Lohner sets, in arb (public: producers compute with it the
-claims the checker replays).
-
-A set is ``x^ + C r`` (proofs/bounds.md#lohner). A step of length h with a priori box B:
-Picard ``X + [0, h] f(B) inside B`` (#picard); ``y = Phi_h(x^)`` in the order-K Taylor
-polynomial plus ``x_K(B) h^K`` (#taylor-step); ``J = DPhi_h(X)`` in the order-m variational
-polynomial plus ``V_m(B, V_B) h^m``, ``V_B = I + [-e, e]``, ``e = exp(L h) - 1``,
+claims the checker replays). A set is ``x^ + C r`` (proofs/bounds.md#lohner). A step of length h
+with a priori box B: Picard ``X + [0, h] f(B) inside B`` (#picard); ``y = Phi_h(x^)`` in the
+order-K Taylor polynomial plus ``x_K(B) h^K`` (#taylor-step); ``J = DPhi_h(X)`` in the order-m
+variational polynomial plus ``V_m(B, V_B) h^m``, ``V_B = I + [-e, e]``, ``e = exp(L h) - 1``,
 ``L >= |Df(B)|_inf`` (#variational); then ``x^' = mid(y)``, ``C'`` the orthonormalised
-``mid(J C)`` and ``r' = (C'^-1 J C) r + C'^-1 (y - x^')``.
-"""
+``mid(J C)`` and ``r' = (C'^-1 J C) r + C'^-1 (y - x^')``."""
 
 from __future__ import annotations
 

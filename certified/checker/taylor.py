@@ -1,13 +1,12 @@
 """Expression fields and their Taylor coefficients by automatic differentiation, in arb.
 
-Public: producers import it (the one parser of the field format, proofs/format.md section 7,
-and the reference evaluation). A field is
-``{"dimension": d, "parameters": [names], "nodes": [[op, *args], ...], "outputs": [d nodes]}``,
-node i referring only to nodes < i. ``field_jets`` computes the Taylor coefficients of the
-solution through a ball by the series recurrence of each operation (proofs/bounds.md#taylor-ad)
-over *duals* ``[v, dv/dy_1, ..., dv/dy_g]``: seeded with the rows of dx_0/dy, the dual parts are
-the coefficients of the variational equation. The step using them is ``lohner.py``.
-"""
+Public: producers import it (the one parser of the field format, proofs/format.md section 7). A
+field is ``{"dimension": d, "parameters": [names], "nodes": [[op, *args], ...], "outputs":
+[d nodes]}``, node i referring only to nodes < i. ``field_jets`` computes the Taylor coefficients
+of the solution through a ball by the series recurrence of each operation
+(proofs/bounds.md#taylor-ad) over *duals* ``[v, dv/dy_1, ..., dv/dy_g]``: seeded with the rows
+of dx_0/dy, the dual parts are the coefficients of the variational equation. The step using them
+is ``lohner.py``."""
 
 from __future__ import annotations
 
@@ -83,8 +82,6 @@ def parse_field(value: Any, where: str = "field") -> ExpressionField:
     return ExpressionField(d, list(names), nodes, list(outputs))
 
 
-# --- duals -------------------------------------------------------------------------------------
-
 _WIDE = [False]  # set by field_jets(wide=True): products of wide balls by their endpoints
 
 
@@ -110,10 +107,8 @@ def _scale(a, s):
 
 def _mul(a, b):
     a0, b0 = a[0], b[0]
-    return [
-        _times(a0, b0),
-        *(_times(a0, y) + _times(x, b0) for x, y in zip(a[1:], b[1:], strict=True)),
-    ]
+    rest = (_times(a0, y) + _times(x, b0) for x, y in zip(a[1:], b[1:], strict=True))
+    return [_times(a0, b0), *rest]
 
 
 def _div(a, b):
@@ -175,8 +170,7 @@ def field_jets(field: ExpressionField, params, x0, seeds, order: int, wide: bool
     parts ``D x_k(x0) seeds``, seeds: d rows of g balls); ``wide``: interval products (boxes).
     Raises ReplayError when an operation leaves its domain or overflows.
     Guarantee: x_k encloses the k-th Taylor coefficient at t = 0 of every solution with x(0)
-    in x0 (and its dual part that coefficient's derivative times the seeds).
-    """
+    in x0 (and its dual part that coefficient's derivative times the seeds)."""
     _WIDE[0] = wide
     try:
         g = 0 if seeds is None else len(seeds[0])
