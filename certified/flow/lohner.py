@@ -254,7 +254,7 @@ def lohner_flow(
     n, d = sets.c.shape
     saves = save_at.times(problem.total_time)
     saved, tube_times, steps_hint, boxes_hint = [], [], [], []
-    t, count, ratio, last = flint.fmpq(0), 0, 1.0, None
+    t, count, control = flint.fmpq(0), 0, _StepControl(K, policy.tolerance)
     for j, piece in enumerate(problem.pieces):
         end = t + piece.duration
         steps_j, boxes_j = [], []
@@ -262,40 +262,15 @@ def lohner_flow(
             h = min([end, *(s for s in saves if s > t)]) - t
             if policy.max_step is not None:
                 h = min(h, policy.max_step)
-            coefs, centres = state.coefficients(j)
-            raw = _step_size(coefs, centres, K, policy.tolerance)
-            guess = raw * ratio
-            if last is not None:  # at most double the last step (the centre's coefficients
-                guess = min(guess, 2 * last)  # vanish at an equilibrium: guess = inf)
-            if np.isfinite(guess) and 0 < guess < float(h):
-                h = _dyadic_floor(guess)
-            tol, shrunk = policy.tolerance, False
-            for _ in range(policy.halvings + 4):
-                verdict, info = state.try_step(j, h, tol)
-                if verdict == "ok":
-                    break
-                if verdict == "shrink":  # the remainder over B is too large: shorter, then accept
-                    if not info > float(problem.total_time) * 2.0**-40:  # steps underflow
-                        return _failure(saves, n, d, t, np.arange(n), j, tiny=True)
-                    new = min(h, _dyadic_floor(0.95 * info))
-                    ratio, shrunk = ratio * float(new / h), True
-                    h, tol = new, -tol
-                else:
-                    h = h / 2
-            else:
-                return _failure(saves, n, d, t, info, j)
-            allowed = getattr(state, "allowed", None)
-            if allowed is not None and np.isfinite(allowed) and np.isfinite(raw) and raw > 0:
-                # the guess (at the centre) learns the remainder's verdict (over B)
-                ratio = min(1.0, 0.9 * allowed / raw)
-            elif not shrunk:
-                ratio = min(1.0, ratio * 1.1)
+            h = control.propose(state, j, h)
+            h, failure = _take_step(state, j, h, policy, control, problem.total_time)
+            if failure is not None:
+                return _failure(saves, n, d, t, *failure, j)
             B = state.accept()
             count += 1
             if count > policy.max_steps:
-                return _failure(saves, n, d, t, np.arange(0), j, budget=policy.max_steps)
+                return _failure(saves, n, d, t, np.arange(0), "budget", j, policy.max_steps)
             steps_j.append(h)
-            last = float(h)
             boxes_j.append(B)
             if save_at.steps:
                 tube_times.append((str(t), str(t + h)))
@@ -325,14 +300,59 @@ def lohner_flow(
     )
 
 
-def _failure(saves, n, d, t, failed, j, budget=None, tiny=False) -> FlowEnclosure:
+class _StepControl:
+    """Where the next step goes (tightness and cost only): the order-K coefficients at the
+    centres propose h, corrected by what the last step's remainder over its a priori box
+    allowed, and at most doubling the last step (at an equilibrium the centre's coefficients
+    vanish)."""
+
+    def __init__(self, K: int, tol: float) -> None:
+        self.K, self.tol, self.ratio, self.last, self.raw = K, tol, 1.0, None, np.inf
+
+    def propose(self, state, j: int, h: flint.fmpq) -> flint.fmpq:
+        coefs, centres = state.coefficients(j)
+        self.raw = _step_size(coefs, centres, self.K, self.tol)
+        guess = self.raw * self.ratio
+        if self.last is not None:
+            guess = min(guess, 2 * self.last)
+        return _dyadic_floor(guess) if np.isfinite(guess) and 0 < guess < float(h) else h
+
+    def learn(self, h: flint.fmpq, allowed, shrunk: bool) -> None:
+        self.last = float(h)
+        if allowed is not None and np.isfinite(allowed) and np.isfinite(self.raw) and self.raw > 0:
+            self.ratio = min(1.0, 0.9 * allowed / self.raw)
+        elif not shrunk:
+            self.ratio = min(1.0, self.ratio * 1.1)
+
+
+def _take_step(state, j: int, h: flint.fmpq, policy: StepPolicy, control: _StepControl, total):
+    """Try h; shorten it when the remainder asks, halve it when a validation fails. Returns
+    (h, None) once the state holds an accepted step, or (h, (failed sets, reason))."""
+    tol, shrunk = policy.tolerance, False
+    for _ in range(policy.halvings + 4):
+        verdict, info = state.try_step(j, h, tol)
+        if verdict == "ok":
+            control.learn(h, getattr(state, "allowed", None), shrunk)
+            return h, None
+        if verdict == "shrink":  # the remainder over B is too large: shorter, then accept
+            if not info > float(total) * 2.0**-40:
+                return h, (np.arange(0), "tiny")
+            new = min(h, _dyadic_floor(0.95 * info))
+            control.ratio, shrunk = control.ratio * float(new / h), True
+            h, tol = new, -tol
+        else:
+            h = h / 2
+    return h, (info, "halvings")
+
+
+def _failure(saves, n, d, t, failed, why, j, budget=None) -> FlowEnclosure:
     z = Interval(np.zeros((len(saves), n, d)))
-    if tiny:
+    if why == "tiny":
         msg = (
             f"piece {j}, time {t}: the steps needed for the remainder fall below 2^-40 of "
             "the final time: the solution may blow up near there; end the flow earlier"
         )
-    elif budget is not None:
+    elif why == "budget":
         msg = (
             f"more than {budget} steps by time {t}: raise StepPolicy.max_steps, or lower "
             "the order's tolerance demands (a larger tolerance takes longer steps)"
