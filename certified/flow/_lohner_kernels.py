@@ -65,6 +65,38 @@ def _gram_schmidt(M, order, Q):
 
 
 @kernel
+def _inverse_enclosure(Q, Il, Ih):
+    """[Il, Ih] encloses Q^-1 for a nearly orthogonal Q: R = Q^T, delta >= |I - R Q|_inf
+    (each product enclosed with its rounding error), Q^-1 in R + [-e, e] with
+    e = delta |R|_inf / (1 - delta) (proofs/bounds.md#lohner). False when delta >= 1/2."""
+    d = Q.shape[0]
+    delta = 0.0
+    rnorm = 0.0
+    for i in range(d):
+        row = 0.0
+        rrow = 0.0
+        for j in range(d):
+            lo = 1.0 if i == j else 0.0
+            hi = lo
+            for k in range(d):
+                p = Q[k, i] * Q[k, j]
+                lo = dn(dn(lo - p) - abs(p) * 2.0**-52)
+                hi = up(up(hi - p) + abs(p) * 2.0**-52)
+            row = up(row + max(abs(lo), abs(hi)))
+            rrow = up(rrow + abs(Q[j, i]))
+        delta = max(delta, row)
+        rnorm = max(rnorm, rrow)
+    if not delta < 0.5:
+        return False
+    e = up(up(delta / dn(1.0 - delta)) * rnorm)
+    for i in range(d):
+        for j in range(d):
+            Il[i, j] = dn(Q[j, i] - e)
+            Ih[i, j] = up(Q[j, i] + e)
+    return True
+
+
+@kernel
 def lohner_update(c, C, rl, rh, incl, inch, Jl, Jh, c2, C2, rl2, rh2, ok):
     """The QR-Lohner update for every point: y = c + inc encloses Phi_h(c), J encloses
     DPhi_h over the set; writes c' (doubles), C' = orthonormalised mid(J C), and
@@ -113,34 +145,12 @@ def lohner_update(c, C, rl, rh, incl, inch, Jl, Jh, c2, C2, rl2, rh2, ok):
         if not _gram_schmidt(M, order, Q):
             ok[q] = 0
             continue
-        # E = I - R C' with R = Q^T, C' = Q: delta >= |E|_inf, rnorm >= |R|_inf
-        delta = 0.0
-        rnorm = 0.0
-        for i in range(d):
-            row = 0.0
-            rrow = 0.0
-            for j in range(d):
-                lo = 1.0 if i == j else 0.0
-                hi = lo
-                for k in range(d):
-                    p = Q[k, i] * Q[k, j]
-                    lo = dn(lo - p)  # subtracting p rounded: enclose with the rounding error
-                    hi = up(hi - p)
-                    lo = dn(lo - abs(p) * 2.0**-52)
-                    hi = up(hi + abs(p) * 2.0**-52)
-                row = up(row + max(abs(lo), abs(hi)))
-                rrow = up(rrow + abs(Q[j, i]))
-            delta = max(delta, row)
-            rnorm = max(rnorm, rrow)
-        if not delta < 0.5:
+        if not _inverse_enclosure(Q, Il, Ih):
             ok[q] = 0
             continue
-        e = up(up(delta / dn(1.0 - delta)) * rnorm)
         for i in range(d):
             for j in range(d):
                 C2[q, i, j] = Q[i, j]
-                Il[i, j] = dn(Q[j, i] - e)
-                Ih[i, j] = up(Q[j, i] + e)
         # r' = (Cinv A) r + Cinv z
         for i in range(d):
             lo = 0.0
