@@ -109,10 +109,8 @@ def _bench_tanh(quick: bool) -> Benchmark:
 
 
 def _bench_fields(quick: bool) -> list[Benchmark]:
-    from certified.arith import Interval
     from certified.fields import lorenz, vanderpol
     from certified.flow.api import enclose_flow
-    from certified.flow.float_taylor import float_taylor_flow
     from certified.flow.options import SaveAt
 
     out = []
@@ -152,7 +150,18 @@ def _bench_fields(quick: bool) -> list[Benchmark]:
                 },
             )
         )
-    # 1,000 Lorenz points to T = 1 (target <= 0.8 s)
+    out.append(_bench_lorenz_points(quick))
+    out.append(_bench_lorenz_box(quick))
+    out.append(_bench_lorenz_128())
+    return out
+
+
+def _bench_lorenz_points(quick: bool) -> Benchmark:
+    """1,000 Lorenz points to T = 1 (target <= 0.8 s)."""
+    from certified.fields import lorenz
+    from certified.flow.api import enclose_flow
+    from certified.flow.options import SaveAt
+
     rng = np.random.default_rng(1)
     n = 100 if quick else 1000
     X = np.array([15.0, 15.0, 36.0]) + rng.uniform(-1, 1, (n, 3))
@@ -164,74 +173,61 @@ def _bench_fields(quick: bool) -> list[Benchmark]:
     seconds = best_seconds(many, 1 if quick else 3)
     res = result["r"]
     base = best_seconds(_same_steps(lorenz().for_time(1), X, res), 3)
-    out.append(
-        Benchmark(
-            f"lorenz {n} points in (15, 15, 36) +- 1, T=1 (certified, 53 bits)",
-            seconds,
-            "float64, same Taylor steps",
-            base,
-            seconds / base,
-            None,
-            {
-                "max_width": res.max_width(),
-                "target_seconds": 0.8,
-                "certified_points": n if res.status.value == "success" else 0,
-            },
-        )
-    )
-    # a Lorenz box of radius 1e-4 about (15, 15, 36): enclosure vs 10,000 sampled images
+    extra = {"max_width": res.max_width(), "target_seconds": 0.8,
+             "certified_points": n if res.status.value == "success" else 0}  # fmt: skip
+    name = f"lorenz {n} points in (15, 15, 36) +- 1, T=1 (certified, 53 bits)"
+    return Benchmark(name, seconds, "float64, same Taylor steps", base, seconds / base, None,
+                     extra)  # fmt: skip
+
+
+def _bench_lorenz_box(quick: bool) -> Benchmark:
+    """A Lorenz box of radius 1e-4 about (15, 15, 36): the enclosure at T = 1 against the
+    spread of 10,000 sampled images (overestimation target <= 2)."""
+    from certified.arith import Interval
+    from certified.fields import lorenz
+    from certified.flow.api import enclose_flow
+    from certified.flow.float_taylor import float_taylor_flow
+    from certified.flow.options import SaveAt
+
+    rng = np.random.default_rng(2)
     c = np.array([15.0, 15.0, 36.0])
     box = Interval((c - 1e-4)[None, :], (c + 1e-4)[None, :])
     t0 = time.perf_counter()
     rb = enclose_flow(lorenz(), box, save_at=SaveAt(t1=1))
     seconds = time.perf_counter() - t0
     samples = c + rng.uniform(-1e-4, 1e-4, (1000 if quick else 10_000, 3))
-    samples[:8] = c + 1e-4 * np.array(
-        [[i, j, k] for i in (-1, 1) for j in (-1, 1) for k in (-1, 1)]
-    )
+    corners = [[i, j, k] for i in (-1, 1) for j in (-1, 1) for k in (-1, 1)]
+    samples[:8] = c + 1e-4 * np.array(corners)
     t1 = time.perf_counter()
     images = float_taylor_flow(lorenz().for_time(1), samples, rb.hints["steps"], 20)
     base = time.perf_counter() - t1
     spread = images.max(axis=0) - images.min(axis=0)
     width = rb.final.width_upper()[0]
-    out.append(
-        Benchmark(
-            "lorenz box radius 1e-4 about (15, 15, 36), T=1 (certified, 53 bits)",
-            seconds,
-            f"float64 Taylor, {len(samples)} sampled points",
-            base,
-            seconds / base,
-            None,
-            {
-                "max_width": float(width.max()),
-                "sampled_spread": spread.tolist(),
-                "overestimation": float(np.max(width / spread)),
-                "overestimation_target": 2.0,
-            },
-        )
-    )
-    # 128 bits (arb): Lorenz T = 1, target width <= 1e-20
+    extra = {"max_width": float(width.max()), "sampled_spread": spread.tolist(),
+             "overestimation": float(np.max(width / spread)),
+             "overestimation_target": 2.0}  # fmt: skip
+    name = "lorenz box radius 1e-4 about (15, 15, 36), T=1 (certified, 53 bits)"
+    return Benchmark(name, seconds, f"float64 Taylor, {len(samples)} sampled points", base,
+                     seconds / base, None, extra)  # fmt: skip
+
+
+def _bench_lorenz_128() -> Benchmark:
+    """Lorenz T = 1 from (15, 15, 36) in arb at 128 bits (target width <= 1e-20)."""
+    from certified.fields import lorenz
+    from certified.flow.api import enclose_flow
+    from certified.flow.options import SaveAt
+
+    x0 = np.array([[15.0, 15.0, 36.0]])
     t0 = time.perf_counter()
-    r128 = enclose_flow(lorenz(), np.array([[15.0, 15.0, 36.0]]), save_at=SaveAt(t1=1), prec=128)
+    r128 = enclose_flow(lorenz(), x0, save_at=SaveAt(t1=1), prec=128)
     seconds = time.perf_counter() - t0
-    base = best_seconds(_same_steps(lorenz().for_time(1), np.array([[15.0, 15, 36]]), r128), 3)
-    out.append(
-        Benchmark(
-            "lorenz T=1 from (15, 15, 36) at 128 bits (certified, arb)",
-            seconds,
-            "float64, same Taylor steps",
-            base,
-            seconds / base,
-            None,
-            {
-                "max_width": r128.max_width(),
-                "target_width": 1e-20,
-                "steps": sum(len(s) for s in r128.hints["steps"]),
-                "order": r128.hints["order"],
-            },
-        )
-    )
-    return out
+    base = best_seconds(_same_steps(lorenz().for_time(1), x0, r128), 3)
+    steps = sum(len(s) for s in r128.hints["steps"])
+    extra = {"max_width": r128.max_width(), "target_width": 1e-20, "steps": steps,
+             "order": r128.hints["order"]}  # fmt: skip
+    name = "lorenz T=1 from (15, 15, 36) at 128 bits (certified, arb)"
+    return Benchmark(name, seconds, "float64, same Taylor steps", base, seconds / base, None,
+                     extra)  # fmt: skip
 
 
 def _relu_rk4(Ws, As, bs, tau, X0, steps):
