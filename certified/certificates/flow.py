@@ -8,8 +8,8 @@ has to be right for the certificates it writes to be accepted.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import flint
 import numpy as np
@@ -17,10 +17,12 @@ import numpy as np
 from certified.arith.exact import dyadic_to_str, fmpq_to_str, is_dyadic, to_fmpq, to_fmpq_array
 from certified.errors import InputError, ShapeError
 
+if TYPE_CHECKING:
+    from certified.models import Piece, Schedule
+
 __all__ = ["exact_number", "flow_certificate", "laminar_flow_exact"]
 
 FORMAT_VERSION = 1
-_ACTIVATIONS = ("relu", "leaky_relu", "tanh", "sigmoid")
 _METHODS = ("laminar-exact", "relu-regions")  # smooth fields: certificates/field_flow.py
 _DYADIC_FROM = 2**32  # dyadics with a larger denominator are written "m*2^e" (shorter)
 
@@ -62,61 +64,31 @@ def _strings(a: Any, field: str) -> Any:
     return [_strings(row, f"{field}[{i}]") for i, row in enumerate(a)]
 
 
-def _key(obj: Mapping[str, Any], key: str, field: str) -> Any:
-    if key not in obj:
-        raise InputError(f"{field}: missing field {key!r}; see the schedule format in design.md")
-    return obj[key]
+def _schedule(schedule: Schedule | Mapping[str, Any]) -> Schedule:
+    """The schedule, read by the one schedule parser (:meth:`Schedule.from_json`); messages
+    start with ``"schedule: "``."""
+    from certified.io import prefixed_errors  # lazy: ~10 ms that most importers never need
+    from certified.models import Schedule
+
+    if isinstance(schedule, Schedule):
+        return schedule
+    with prefixed_errors("schedule"):
+        return Schedule.from_json(schedule)
 
 
-class _Piece:
-    def __init__(self, piece: Mapping[str, Any], field: str, d: int) -> None:
-        extra = set(piece) - {"duration", "W", "A", "b"}
-        if extra:
-            raise InputError(f"{field}: unknown field {sorted(extra)[0]!r}; remove it")
-        self.duration = to_fmpq(_key(piece, "duration", field), f"{field}.duration")
-        if self.duration <= 0:
-            raise InputError(f"{field}.duration: {self.duration} is not > 0; use a positive time")
-        self.W = _exact_matrix(_key(piece, "W", field), f"{field}.W", (d, None))
-        p = self.W.shape[1]
-        self.A = _exact_matrix(_key(piece, "A", field), f"{field}.A", (p, d))
-        self.b = _exact_matrix([_key(piece, "b", field)], f"{field}.b", (1, p))[0]
-        self.field = field
-
-    def normal(self) -> np.ndarray:
-        a = self.A[0]
-        if any(list(row) != list(a) for row in self.A) or any(
-            sum((a * self.W[:, i]).tolist(), flint.fmpq(0)) != 0 for i in range(len(self.b))
-        ):
-            raise InputError(
-                f"{self.field}: not laminar with a shared normal (rows of A equal, every column "
-                "of W orthogonal to them); the exact laminar replay does not apply"
-            )
-        return a
+def _laminar_normal(piece: Piece, j: int) -> np.ndarray:
+    """The shared normal ``a`` of a piece whose rows of A all equal ``a`` and whose columns of
+    W are orthogonal to it (the laminar-exact rule's condition)."""
+    a = piece.A[0]
+    if any(list(row) != list(a) for row in piece.A) or not piece.has_invariant_normals():
+        raise InputError(
+            f"schedule: pieces[{j}]: not laminar with a shared normal (rows of A equal, every "
+            "column of W orthogonal to them); the exact laminar replay does not apply"
+        )
+    return a
 
 
-def _schedule(schedule: Mapping[str, Any]) -> tuple[int, str, list[_Piece]]:
-    extra = set(schedule) - {"dimension", "activation", "pieces", "slope"}
-    if extra:
-        raise InputError(f"schedule: unknown field {sorted(extra)[0]!r}; remove it")
-    d = _key(schedule, "dimension", "schedule")
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
-        raise InputError(f"schedule.dimension: {d!r} is not an integer >= 1")
-    activation = _key(schedule, "activation", "schedule")
-    if activation not in _ACTIVATIONS:
-        raise InputError(f"schedule.activation: {activation!r} is not one of {_ACTIVATIONS}")
-    if "slope" in schedule and activation != "leaky_relu":
-        raise InputError("schedule.slope: only allowed with activation leaky_relu; remove it")
-    pieces = _key(schedule, "pieces", "schedule")
-    if not isinstance(pieces, Sequence) or not pieces:
-        raise InputError("schedule.pieces: expected a non-empty list of pieces")
-    return (
-        int(d),
-        activation,
-        [_Piece(p, f"schedule.pieces[{j}]", int(d)) for j, p in enumerate(pieces)],
-    )
-
-
-def laminar_flow_exact(schedule_json: Mapping[str, Any], points: Any) -> np.ndarray:
+def laminar_flow_exact(schedule_json: Schedule | Mapping[str, Any], points: Any) -> np.ndarray:
     """Exact images ``Phi_T(x_n)`` under a ReLU schedule of laminar pieces, T = total time.
 
     Each piece with shared normal ``a`` maps ``x -> x + tau * sum_i w_i (a.x + b_i)_+`` exactly
@@ -126,9 +98,10 @@ def laminar_flow_exact(schedule_json: Mapping[str, Any], points: Any) -> np.ndar
 
     Parameters
     ----------
-    schedule_json : dict
-        ``{"dimension": d, "activation": "relu", "pieces": [{"duration", "W", "A", "b"}]}``;
-        numbers as in input files (ints, floats read exactly, exact strings).
+    schedule_json : dict or Schedule
+        ``{"dimension": d, "activation": "relu", "pieces": [{"duration", "W", "A", "b"}]}``,
+        read by :meth:`certified.models.Schedule.from_json` (numbers as in input files: ints,
+        floats read exactly, exact strings), or a :class:`~certified.models.Schedule`.
     points : N x d array-like of numbers
 
     Returns
@@ -143,21 +116,23 @@ def laminar_flow_exact(schedule_json: Mapping[str, Any], points: Any) -> np.ndar
 
     Guarantee: exact.
     """
-    d, activation, pieces = _schedule(schedule_json)
-    if activation != "relu":
-        raise InputError(f"schedule.activation: {activation!r}; the exact replay needs 'relu'")
+    schedule = _schedule(schedule_json)
+    if schedule.activation.value != "relu":
+        raise InputError(
+            f"schedule.activation: {schedule.activation.value!r}; the exact replay needs 'relu'"
+        )
     from certified.flow._relu_laminar import laminar_map_exact
 
-    normals = [piece.normal() for piece in pieces]
-    x = _exact_matrix(points, "points", (None, d)).copy()
-    for piece, a in zip(pieces, normals, strict=True):
-        ones = np.full(len(piece.b), flint.fmpq(1), dtype=object)  # (1 a.x + b_i)_+
+    normals = [_laminar_normal(piece, j) for j, piece in enumerate(schedule.pieces)]
+    x = _exact_matrix(points, "points", (None, schedule.dimension)).copy()
+    for piece, a in zip(schedule.pieces, normals, strict=True):
+        ones = np.full(piece.width, flint.fmpq(1), dtype=object)  # (1 a.x + b_i)_+
         x = laminar_map_exact(x, a, piece.W.T * piece.duration, ones, piece.b, flint.fmpq(0))
     return x
 
 
 def flow_certificate(
-    schedule_json: Mapping[str, Any],
+    schedule_json: Schedule | Mapping[str, Any],
     points: Any,
     images: Any = None,
     enclosures: Any = None,
@@ -169,8 +144,10 @@ def flow_certificate(
 
     Parameters
     ----------
-    schedule_json : dict
-        The schedule (input-file format of the CLI contract; ``"slope"`` for ``leaky_relu``).
+    schedule_json : dict or Schedule
+        The schedule (input-file format of the CLI contract, read by
+        :meth:`certified.models.Schedule.from_json`; ``"slope"`` for ``leaky_relu``), or a
+        :class:`~certified.models.Schedule`.
     points : N x d array-like of exact numbers (floats are read as their exact binary value)
         Ignored (give None) when ``boxes`` is given.
     images : N x d array-like, optional
@@ -203,7 +180,8 @@ def flow_certificate(
         raise InputError("images, enclosures: give at most one claim")
     if boxes is not None and enclosures is None:
         raise InputError("boxes: give the claimed enclosures of their images")
-    d, activation, pieces = _schedule(schedule_json)
+    schedule = _schedule(schedule_json)
+    d = schedule.dimension
     starts = None
     if boxes is not None:
         starts = to_fmpq_array(boxes, "boxes")
@@ -216,7 +194,7 @@ def flow_certificate(
         x = _exact_matrix(points, "points", (None, d))
     n = x.shape[0]
     if images is None and enclosures is None:
-        images = laminar_flow_exact(schedule_json, x)
+        images = laminar_flow_exact(schedule, x)
     if images is not None:
         claim = {"images": _strings(_exact_matrix(images, "images", (n, d)), "images")}
     else:
@@ -226,21 +204,23 @@ def flow_certificate(
         if np.any(claimed[..., 0] > claimed[..., 1]):
             raise InputError("enclosures: some lower end exceeds its upper end; swap them")
         claim = {"enclosures": _strings(claimed, "enclosures")}
-    total = sum((piece.duration for piece in pieces), flint.fmpq(0))
-    slope = {"slope": exact_number(schedule_json["slope"])} if "slope" in schedule_json else {}
+    # "slope" as given: a dict without one keeps the default implicitly (as the checker does)
+    give_slope = schedule.slope is not None and (
+        schedule is schedule_json or "slope" in schedule_json
+    )
     instance = {
         "schedule": {
             "dimension": d,
-            "activation": activation,
-            **slope,
+            "activation": schedule.activation.value,
+            **({"slope": exact_number(schedule.slope)} if give_slope else {}),
             "pieces": [
                 {
                     "duration": exact_number(piece.duration),
-                    "W": _strings(piece.W, f"{piece.field}.W"),
-                    "A": _strings(piece.A, f"{piece.field}.A"),
-                    "b": _strings(piece.b, f"{piece.field}.b"),
+                    "W": _strings(piece.W, f"pieces[{j}].W"),
+                    "A": _strings(piece.A, f"pieces[{j}].A"),
+                    "b": _strings(piece.b, f"pieces[{j}].b"),
                 }
-                for piece in pieces
+                for j, piece in enumerate(schedule.pieces)
             ],
         },
         **(
@@ -248,7 +228,7 @@ def flow_certificate(
             if starts is None
             else {"boxes": _strings(starts, "boxes")}
         ),
-        "time": exact_number(total),
+        "time": exact_number(schedule.total_time),
     }
     return {
         "kind": "flow",

@@ -110,7 +110,8 @@ class ArbPiece:
     """Ball data of one piece at the current precision: hyperplanes, effective weights per
     side, the Lipschitz bound ``Lf = sum_i |w_i|_2 |a_i|_2`` of the field, the weights
     ``omega_h = (1 - alpha) sum_{i on h} |lam_i| |w_i|_2`` of the window lemma, and a cache of
-    regions. Build inside a precision context."""
+    regions: the per-precision view of a :class:`ReluPiece` (itself the exact view of a
+    :class:`certified.models.Piece`). Build inside a precision context."""
 
     def __init__(self, piece: ReluPiece, prec: int) -> None:
         self.piece = piece

@@ -108,16 +108,13 @@ class VecPiece:
 
 
 def vec_piece(piece: ReluPiece) -> VecPiece | None:
-    """Float64 constants of a piece, or None when a parameter is not a double."""
-    W = np.empty(piece.W.shape)
-    A = np.empty(piece.A.shape)
-    b = np.empty(piece.b.shape)
-    for src, dst in ((piece.W, W), (piece.A, A), (piece.b, b)):
-        for idx, q in np.ndenumerate(src):
-            x = fmpq_to_float(q, "nearest", "parameter")
-            if _exact(x) != q:
-                return None
-            dst[idx] = x
+    """Float64 constants of a piece (a view of its :class:`~certified.models.Piece`), or None
+    when a parameter is not a double."""
+    source = piece.source
+    # nearest doubles (RangeOverflowError beyond the double range), as writeable copies
+    W, A, b = (np.array(x) for x in (source.W_float, source.A_float, source.b_float))
+    if not source.parameters_float_exact:
+        return None
     d, p = W.shape
     alpha = piece.alpha
     a_lo = fmpq_to_float(alpha, "down", "slope")

@@ -37,6 +37,7 @@ from certified.flow._relu_model import (
     parse_piece,
     parse_points,
     parse_schedule,
+    schedule_pieces,
 )
 from certified.flow._relu_points import GRID, Rejected, flow_point_piece, point_ball
 from certified.flow._relu_region import ArbPiece
@@ -462,8 +463,8 @@ def gronwall_lipschitz(
     prec = check_precision(prec)
     _lists(W_list, A_list, durations)
     zeros = [[0] * (len(A) if hasattr(A, "__len__") else 0) for A in A_list]
-    pieces = parse_schedule(W_list, A_list, zeros, durations, flint.fmpq(0))
-    expo, value = gronwall_bound([(q.tau, q.W, q.A) for q in pieces], prec=prec)
+    pieces = schedule_pieces(W_list, A_list, zeros, durations)
+    expo, value = gronwall_bound([(q.duration, q.W, q.A) for q in pieces], prec=prec)
     upper_q = endpoints(value, "gronwall bound")[1]
     expo_q = endpoints(expo, "gronwall exponent")[1]
     try:

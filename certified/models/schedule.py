@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import enum
 import os
+from collections.abc import Mapping
 from dataclasses import InitVar, dataclass
 from functools import cached_property
 from typing import Any
@@ -133,7 +134,12 @@ class Piece:
     A : p×d nested list or array of numbers; row ``i`` is ``a_i``.
     b : length-p list or array of numbers.
     label : str
-        Name of the piece in error messages (``"pieces[2]"``); not stored.
+        Name of the piece in error messages (``"pieces[2]"``, fields ``pieces[2].W``, ...);
+        not stored.
+    names : dict, optional
+        Names of single fields in error messages, overriding ``label`` (the list API of
+        :func:`certified.flow.relu.relu_flow` names them ``{"W": "W_list[2]", ...,
+        "duration": "durations[2]"}``); not stored.
 
     Attributes
     ----------
@@ -160,31 +166,34 @@ class Piece:
     A: np.ndarray
     b: np.ndarray
     label: InitVar[str] = "piece"
+    names: InitVar[Mapping[str, str] | None] = None
 
-    def __post_init__(self, label: str) -> None:
-        duration = to_fmpq(self.duration, f"{label}.duration")
+    def __post_init__(self, label: str, names: Mapping[str, str] | None) -> None:
+        name = {key: f"{label}.{key}" for key in _PIECE_KEYS}
+        name.update(names or {})
+        duration = to_fmpq(self.duration, name["duration"])
         if duration <= 0:
             raise InputError(
-                f"{label}.duration: {fmpq_to_str(duration)} is not positive; "
+                f"{name['duration']}: {fmpq_to_str(duration)} is not positive; "
                 "give every piece a duration > 0 (drop pieces of zero duration)"
             )
         W = exact_matrix(
             self.W,
-            f"{label}.W",
+            name["W"],
             row_what="rows (one per coordinate)",
             col_what="entries (one per neuron)",
         )
         d, p = W.shape
         A = exact_matrix(
             self.A,
-            f"{label}.A",
+            name["A"],
             rows=p,
             cols=d,
             row_what=f"rows (one per neuron; W has {p} columns)",
             col_what=f"entries (one per coordinate; W has {d} rows)",
         )
         b = exact_vector(
-            self.b, f"{label}.b", length=p, what=f"entries (one per neuron; W has {p} columns)"
+            self.b, name["b"], length=p, what=f"entries (one per neuron; W has {p} columns)"
         )
         object.__setattr__(self, "duration", duration)
         object.__setattr__(self, "W", _frozen(W))
@@ -271,15 +280,23 @@ class Piece:
         return _nearest(self.b, "b")
 
     @cached_property
+    def parameters_float_exact(self) -> bool:
+        """Whether every entry of ``W``, ``A``, ``b`` is a binary64 double, so that
+        :attr:`W_float`, :attr:`A_float`, :attr:`b_float` are the exact parameters (the
+        duration may be any rational).
+
+        Guarantee: exact.
+        """
+        return all(_is_double(q) for a in (self.W, self.A, self.b) for q in a.flat)
+
+    @cached_property
     def is_float_exact(self) -> bool:
         """Whether ``duration`` and every entry of ``W``, ``A``, ``b`` is a binary64 double,
         so that the float views are the exact parameters.
 
         Guarantee: exact.
         """
-        return _is_double(self.duration) and all(
-            _is_double(q) for a in (self.W, self.A, self.b) for q in a.flat
-        )
+        return _is_double(self.duration) and self.parameters_float_exact
 
     # --- laminar structure -------------------------------------------------------------------
 
