@@ -314,7 +314,7 @@ def _mutated_tape_jets(tmp_path_factory, name, good, bad):
 @pytest.fixture(scope="module")
 def broken_tape_jets(tmp_path_factory):
     """tape_jets with the mul convolution dropping its j = 0 term."""
-    good = "n = _dconv(ACC, M, H, R, a, b, k, q, 0, k, False, 1.0, p0, p1)"
+    good = "n = _dconv(ACC, M, R, a, b, k, q, 0, k, False, 1.0, p0, p1)"
     return _mutated_tape_jets(
         tmp_path_factory, "broken", good, good.replace("q, 0, k,", "q, 1, k,")
     )
@@ -487,16 +487,14 @@ def test_closed_sum_radius_is_an_upper_bound_at_random_balls():
     n_terms, N = 5, 8
     M = np.zeros((2 * n_terms + 2, 1, 1, N))
     R = np.zeros_like(M)
-    H = np.zeros_like(M)
     for t in range(2 * n_terms):
         M[t, 0, 0] = rng.uniform(-3, 3, N) * 2.0 ** rng.integers(-20, 20, N)
         R[t, 0, 0] = np.where(rng.random(N) < 0.5, 0.0, np.abs(M[t, 0, 0]) * 1e-9)
-        H[t, 0, 0] = [tk._split(v) for v in M[t, 0, 0]]
     ACC = np.zeros((4, N))
     st = np.zeros(N, np.int64)
     for t in range(n_terms):
-        tk._acc(ACC, M, H, R, t, 0, 0, n_terms + t, 0, 0, float(t - 2 or 3), 0, N)
-    tk._close(ACC, n_terms, M, H, R, st, 2 * n_terms, 0, 0, 0, N)
+        tk._acc(ACC, M, R, t, 0, 0, n_terms + t, 0, 0, float(t - 2 or 3), 0, N)
+    tk._close(ACC, n_terms, M, R, st, 2 * n_terms, 0, 0, 0, N)
     for p in range(N):
         m, r = Fraction(M[2 * n_terms, 0, 0, p]), Fraction(R[2 * n_terms, 0, 0, p])
         for corner in range(8):
@@ -507,3 +505,52 @@ def test_closed_sum_radius_is_an_upper_bound_at_random_balls():
                 b = Fraction(M[n_terms + t, 0, 0, p]) - sa * Fraction(R[n_terms + t, 0, 0, p])
                 total += (t - 2 or 3) * a * b
             assert abs(total - m) <= r
+
+
+# --- (g) the error-free transformations and the branch-free helpers -----------------------------
+
+
+@given(
+    a=st.floats(-1e150, 1e150, allow_subnormal=False),
+    b=st.floats(-1e150, 1e150, allow_subnormal=False),
+)
+@example(a=1.0 + 2.0**-52, b=1.0 - 2.0**-52)
+@example(a=2.0**-480 * 3.0, b=-(2.0**-480) * 5.0)
+def test_two_product_by_fma_is_exact(a, b):
+    """x + f == a b exactly whenever |a b| >= 2^-968 (the kernel's floor) or a factor is 0."""
+    if a != 0.0 and b != 0.0 and abs(Fraction(a) * Fraction(b)) < Fraction(2) ** -968:
+        return
+    x = a * b
+    assert Fraction(x) + Fraction(tk._prod_err(a, b, x)) == Fraction(a) * Fraction(b)
+
+
+def test_fma_rounds_once():
+    e = 2.0**-52
+    assert tk.fma(1.0 + e, 1.0 - e, -1.0) == -(2.0**-104)
+    assert tk.fma(3.0, 1.0 / 3.0, -1.0) == Fraction(3) * Fraction(1.0 / 3.0) - 1
+
+
+@pytest.mark.parametrize(
+    ("s", "m", "r", "out"),
+    [
+        (tk.OK, 1.0, 0.0, tk.OK),
+        (tk.OK, math.inf, 0.0, tk.OVERFLOW),
+        (tk.OK, 1.0, math.nan, tk.OVERFLOW),
+        (tk.OK, -math.inf, 1.0, tk.OVERFLOW),
+        (tk.DOMAIN, math.nan, 0.0, tk.DOMAIN),
+        (tk.BROKEN, 1.0, 1.0, tk.BROKEN),
+    ],
+)
+def test_status_keeps_the_first_failure(s, m, r, out):
+    assert tk._stat(s, m, r) == out
+
+
+@pytest.mark.parametrize("m", [0.0, 2.0**-500, -(2.0**-481), 2.0**-480, 1.0, -3.0])
+@pytest.mark.parametrize("r", [0.0, 2.0**-600, 2.0**-480, 1e-3])
+def test_floor_encloses_and_floors(m, r):
+    m2, r2 = tk._floor(m, r)
+    assert m2 == 0.0 or abs(m2) >= 2.0**-480
+    assert r2 == 0.0 or r2 >= 2.0**-480
+    assert abs(Fraction(m2) - Fraction(m)) + Fraction(r) <= Fraction(r2)
+    if abs(m) >= 2.0**-480 and (r == 0.0 or r >= 2.0**-480):
+        assert (m2, r2) == (m, r)

@@ -31,6 +31,17 @@ MAX_ORDER = 10_000
 check_fpu_state()
 
 
+def _check_fma() -> None:
+    """The kernels' TwoProduct is ``fma(a, b, -fl(ab))``: it must round once. (1 + 2^-52)
+    (1 - 2^-52) - 1 = -2^-104 exactly; an fma split into two roundings gives 0."""
+    e = 2.0**-52
+    if _kernels.fma(1.0 + e, 1.0 - e, -1.0) != -(2.0**-104):
+        raise RuntimeError("the compiled fma is not fused: the Taylor kernels would be unsound")
+
+
+_check_fma()
+
+
 def _endpoints(lo: Any, hi: Any, shape: tuple[int, ...], name: str) -> tuple[np.ndarray, ...]:
     lo = np.ascontiguousarray(lo, dtype=np.float64)
     hi = np.ascontiguousarray(hi, dtype=np.float64)
