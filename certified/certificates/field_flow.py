@@ -40,7 +40,7 @@ def _box_hint(B: Any) -> list:
 
 
 def _outward(ball: arb) -> list[str]:
-    from certified.flow._lohner_arb import arb_to_fmpq
+    from certified.flow.taylor._lohner_arb import arb_to_fmpq
 
     lo, hi = arb_to_fmpq(arb(ball.lower())), arb_to_fmpq(arb(ball.upper()))
     return [

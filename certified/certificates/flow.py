@@ -93,7 +93,7 @@ def laminar_flow_exact(schedule_json: Schedule | Mapping[str, Any], points: Any)
 
     Each piece with shared normal ``a`` maps ``x -> x + tau * sum_i w_i (a.x + b_i)_+`` exactly
     (theorems.md section 2, "Laminar block"), by the flow engine's laminar map
-    (:func:`certified.flow._relu_laminar.laminar_map_exact`); the checker's rule
+    (:func:`certified.flow.relu._laminar.laminar_map_exact`); the checker's rule
     ``laminar-exact`` replays it independently.
 
     Parameters
@@ -121,7 +121,7 @@ def laminar_flow_exact(schedule_json: Schedule | Mapping[str, Any], points: Any)
         raise InputError(
             f"schedule.activation: {schedule.activation.value!r}; the exact replay needs 'relu'"
         )
-    from certified.flow._relu_laminar import laminar_map_exact
+    from certified.flow.relu._laminar import laminar_map_exact
 
     normals = [_laminar_normal(piece, j) for j, piece in enumerate(schedule.pieces)]
     x = _exact_matrix(points, "points", (None, schedule.dimension)).copy()

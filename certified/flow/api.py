@@ -103,7 +103,7 @@ def enclose_flow(
     if isinstance(field, Schedule) and field.activation.is_piecewise_linear:
         return _relu(field, X0, save_at, method, step_policy, prec, order, max_step)
     from certified.arith.ball import check_precision
-    from certified.flow.lohner import lohner_flow
+    from certified.flow.taylor.lohner import lohner_flow
 
     if method not in _TAYLOR_METHODS:
         raise InputError(f"method: {method!r} is not one of {_TAYLOR_METHODS} for smooth fields")
@@ -155,7 +155,7 @@ def _relu(schedule, X0, save_at, method, step_policy, prec, order, max_step) -> 
     if fast:
         if prec not in (None, 53):
             raise InputError(f"prec: the vectorised engine works at 53 bits, not {prec}")
-        from certified.flow._relu_vec import relu_flow_vectorised
+        from certified.flow.relu._vec import relu_flow_vectorised
 
         res = relu_flow_vectorised(
             W, A, b, durations, X0, activation=schedule.activation.value, slope=schedule.slope

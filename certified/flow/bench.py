@@ -39,7 +39,7 @@ CAPD = {
 
 def _same_steps(problem, X0, res):
     """The float64 baseline of a certified run: its Taylor steps without enclosures."""
-    from certified.flow.float_taylor import float_taylor_flow
+    from certified.flow.taylor.float64 import float_taylor_flow
 
     return lambda: float_taylor_flow(problem, X0, res.hints["steps"], res.hints["order"])
 
@@ -186,8 +186,8 @@ def _bench_lorenz_box(quick: bool) -> Benchmark:
     from certified.arith import Interval
     from certified.fields import lorenz
     from certified.flow.api import enclose_flow
-    from certified.flow.float_taylor import float_taylor_flow
     from certified.flow.options import SaveAt
+    from certified.flow.taylor.float64 import float_taylor_flow
 
     rng = np.random.default_rng(2)
     c = np.array([15.0, 15.0, 36.0])
@@ -255,8 +255,8 @@ def _bench_relu(quick: bool) -> list[Benchmark]:
     by the vectorised engine against float64 RK4 with 8 steps per piece (the same flow, not
     certified; its error is reported). Then the region engine (arb, 128 bits, certificates) on
     a smaller instance against the float64 version of the same algorithm."""
-    from certified.flow._relu_vec import relu_flow_vectorised
     from certified.flow.relu import relu_flow, relu_flow_float64
+    from certified.flow.relu._vec import relu_flow_vectorised
 
     rng = np.random.default_rng(0)
     d = p = 16

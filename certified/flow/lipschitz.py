@@ -33,7 +33,7 @@ def norm2_upper(J: Interval) -> flint.fmpq:
 
     Guarantee: upper bound.
     """
-    from certified.flow._lohner_arb import arb_to_fmpq
+    from certified.flow.taylor._lohner_arb import arb_to_fmpq
 
     M = np.maximum(np.abs(J.lo), np.abs(J.hi))
     with precision(64):
@@ -73,7 +73,7 @@ def flow_jacobian(
     the box and ``upper`` bounds the Lipschitz constant (Euclidean norm) of ``Phi_T`` on it.
     """
     from certified.flow.api import flow_problem
-    from certified.flow.lohner import lohner_flow
+    from certified.flow.taylor.lohner import lohner_flow
 
     if not isinstance(box, Interval):
         raise InputError("box: expected an Interval of shape (d,) or (1, d)")

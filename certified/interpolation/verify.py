@@ -3,7 +3,7 @@
 * Laminar ReLU / leaky-ReLU schedules (every piece laminar with a shared normal): exact. Runs
   of consecutive pieces whose normals lie on one line compose to ``x + G(a·x)`` with ``G``
   piecewise linear (proofs/bounds.md#interp-phase); ``G`` is evaluated for all points at once by
-  the flow's laminar map (:func:`certified.flow._relu_laminar.laminar_map_exact`: sorted
+  the flow's laminar map (:func:`certified.flow.relu._laminar.laminar_map_exact`: sorted
   breakpoints and prefix sums, O(P log P + N log P + (P + N) d) rational operations per run).
 * Any other schedule: the certified flow engines (:func:`~certified.flow.api.enclose_flow`:
   the 53-bit vectorised engine or the arb region engine) enclose ``Φ_T(x_n)`` in boxes, which
@@ -21,7 +21,7 @@ import numpy as np
 
 from certified.arith.exact import fmpq_to_float, to_fmpq
 from certified.errors import InputError, RangeOverflowError, ShapeError
-from certified.flow._relu_laminar import laminar_map_exact
+from certified.flow.relu._laminar import laminar_map_exact
 from certified.interpolation.construct import Interpolation, formula_switches, read_pairs
 from certified.models import Activation, Piece, Schedule
 from certified.verdict import Outcome

@@ -23,8 +23,8 @@ from flint import arb, arb_series, fmpq
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import certified.flow._lohner_kernels as LK  # noqa: N812
-import certified.flow.lohner as LO  # noqa: N812
+import certified.flow.taylor._lohner_kernels as LK  # noqa: N812
+import certified.flow.taylor.lohner as LO  # noqa: N812
 from certified.arith import Interval
 from certified.arith.ball import mid_rad, precision
 from certified.errors import InputError, NonFiniteError, ShapeError

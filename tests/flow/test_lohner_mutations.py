@@ -14,7 +14,7 @@ import field_reference as fref
 import numpy as np
 import pytest
 
-import certified.flow.lohner as LO  # noqa: N812
+import certified.flow.taylor.lohner as LO  # noqa: N812
 from certified.arith import Interval
 from certified.fields import lorenz, neural_field, vanderpol
 from certified.flow import SaveAt, StepPolicy, enclose_flow

@@ -30,14 +30,13 @@ from certified.flow import (
     FlowEnclosure,
     FlowStatus,
     NotLaminarError,
-    _relu_points,
-    _relu_region,
     gronwall_lipschitz,
     laminar_flow_exact,
     relu_flow,
     relu_flow_float64,
     relu_flow_jacobian,
 )
+from certified.flow.relu import _points, _region
 
 F = Fraction
 
@@ -230,10 +229,10 @@ def test_laminar_runs_compose_exactly(lam, data):
 
 @given(lam=laminar_pieces(), data=st.data())
 def test_the_one_laminar_map_serves_flow_interpolation_and_certificates(lam, data):
-    # one implementation (flow._relu_laminar.laminar_map_exact) behind the three producer
+    # one implementation (flow.relu._laminar.laminar_map_exact) behind the three producer
     # entry points: each agrees with the Fraction formula
     from certified.certificates import laminar_flow_exact as certificate_images
-    from certified.flow._relu_laminar import laminar_map_exact
+    from certified.flow.relu._laminar import laminar_map_exact
     from certified.interpolation.verify import laminar_images
     from certified.models import Piece, Schedule
 
@@ -495,8 +494,8 @@ def test_broken_validation_is_detected(monkeypatch):
     def always_valid(ap, reg, ex, b_, m, R=None):
         return None, [], [b_ * flint.fmpq(i, m) for i in range(m + 1)]
 
-    monkeypatch.setattr(_relu_points, "validate_points", always_valid)
-    monkeypatch.setattr(_relu_points, "_first_exit", lambda *args: None)
+    monkeypatch.setattr(_points, "validate_points", always_valid)
+    monkeypatch.setattr(_points, "_first_exit", lambda *args: None)
     bad = relu_flow([W], [A], [b], ["1"], X)
     assert not contains(bad, 0, expected)
 
@@ -509,7 +508,7 @@ def test_wrong_region_is_caught_not_trusted(monkeypatch):
     b = [0.2, -0.1]
     X = [[0.625, 0.8125], [0.2, -0.3]]
     expected = [ref.piecewise_expm([W], [A], [b], ["1"], x) for x in X]
-    original_window = _relu_region.window
+    original_window = _region.window
 
     def flipped_window(ap, reg, ex, lo, hi, end, rho=None):
         res = original_window(ap, reg, ex, lo, hi, end, rho)
@@ -521,10 +520,10 @@ def test_wrong_region_is_caught_not_trusted(monkeypatch):
         signs, pending = original_start(ap, y, x_exact, rho)
         return [-s for s in signs], pending
 
-    original_start = _relu_points.initial_signs
+    original_start = _points.initial_signs
     for name, mutant in (("window", flipped_window), ("initial_signs", flipped_start)):
         with monkeypatch.context() as m:
-            m.setattr(_relu_points, name, mutant)
+            m.setattr(_points, name, mutant)
             r = relu_flow([W], [A], [b], ["1"], X)
         for n in range(len(X)):
             if str(n) not in r.hints["rejected"]:

@@ -1,4 +1,4 @@
-"""The vectorised 53-bit ReLU engine (certified/flow/_relu_vec.py): containment of 50-digit
+"""The vectorised 53-bit ReLU engine (certified/flow/relu/_vec.py): containment of 50-digit
 references (affine pieces region by region via exact matrix exponentials, mpmath findroot for
 the crossings), points on / within 1e-15 of hyperplanes, leaky ReLU, boxes, non-dyadic
 durations, mutations that break the validation, bad input."""
@@ -17,9 +17,9 @@ from test_relu import coord, fields, scenarios
 import certified
 from certified.arith import Interval
 from certified.errors import InputError, NonFiniteError, ShapeError
-from certified.flow import _relu_vec
-from certified.flow import _relu_vec_kernels as kern
-from certified.flow._relu_vec import relu_flow_vectorised
+from certified.flow.relu import _vec
+from certified.flow.relu import _vec_kernels as kern
+from certified.flow.relu._vec import relu_flow_vectorised
 from certified.flow.result import FlowStatus
 from certified.models import Schedule
 
@@ -204,14 +204,14 @@ def test_mutation_region_test_always_passing_is_caught(monkeypatch):
 
 def test_mutation_window_without_lipschitz_term_is_caught(monkeypatch):
     """Windows forced to be long (every step is a window) and missing their error term."""
-    original = _relu_vec._window_step
+    original = _vec._window_step
 
     def no_error(vp, c, r, w_lo, w_hi):
         cn, _ = original(vp, c, r, w_lo, w_hi)
         return cn, np.zeros_like(r)
 
-    monkeypatch.setattr(_relu_vec, "_window_step", no_error)
-    monkeypatch.setattr(_relu_vec, "_MAX_ITER", 0)  # every step a window
+    monkeypatch.setattr(_vec, "_window_step", no_error)
+    monkeypatch.setattr(_vec, "_MAX_ITER", 0)  # every step a window
     assert _misses(*_MUT)
 
 

@@ -18,8 +18,8 @@ import flint
 from flint import arb, arb_mat
 
 from certified.arith.exact import fmpq_to_str
-from certified.flow._relu_points import Rejected
-from certified.flow._relu_region import ArbPiece, Expansion, Region, _ball, _rows, _up
+from certified.flow.relu._points import Rejected
+from certified.flow.relu._region import ArbPiece, Expansion, Region, _ball, _rows, _up
 
 __all__ = ["box_state", "flow_box_piece"]
 
@@ -158,7 +158,7 @@ def flow_box_schedule(aps: list, lo: list[flint.fmpq], hi: list[flint.fmpq]):
 
     Returns ``(hull balls, J (d x d arb_mat), hints)``; raises Rejected.
     """
-    from certified.flow._relu_laminar import piece_map_box
+    from certified.flow.relu._laminar import piece_map_box
 
     c, J, rad = box_state(lo, hi)
     d = len(lo)

@@ -18,9 +18,9 @@ from certified.arith import Interval
 from certified.arith import interval as iv
 from certified.arith.exact import fmpq_to_float
 from certified.fields.field import PiecewiseField
-from certified.flow import _lohner_kernels as LK  # noqa: N812
 from certified.flow.options import InitialSets, SaveAt, StepPolicy
 from certified.flow.result import FlowEnclosure, FlowStatus
+from certified.flow.taylor import _lohner_kernels as LK  # noqa: N812
 
 __all__ = ["lohner_flow"]
 
@@ -248,7 +248,7 @@ def lohner_flow(
     if prec == 53:
         state = _FloatSets(problem, sets, K, m, jacobian)
     else:
-        from certified.flow._lohner_arb import ArbSets
+        from certified.flow.taylor._lohner_arb import ArbSets
 
         state = ArbSets(problem, sets, K, m, prec)
     n, d = sets.c.shape

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import flint
 import numpy as np
 
-from certified.flow._relu_model import ReluPiece
+from certified.flow.relu._model import ReluPiece
 
 __all__ = [
     "laminar_map_exact",

@@ -1,4 +1,4 @@
-"""Compiled elementwise kernels of the vectorised ReLU flow (``_relu_vec.py``).
+"""Compiled elementwise kernels of the vectorised ReLU flow (``_vec.py``).
 
 Midpoint-radius pairs ``(m, r)`` mean the set ``[m - r, m + r]`` (entrywise); every radius is
 computed so that rounding can only increase it (``up`` is the successor bound of

@@ -31,8 +31,8 @@ from certified.arith import Interval
 from certified.arith._kernels import ETA, U
 from certified.arith.exact import fmpq_array_to_float, fmpq_to_float, fmpq_to_str
 from certified.errors import NonFiniteError, RangeOverflowError, ShapeError
-from certified.flow import _relu_vec_kernels as kern
-from certified.flow._relu_model import ReluPiece, parse_activation, parse_points, parse_schedule
+from certified.flow.relu import _vec_kernels as kern
+from certified.flow.relu._model import ReluPiece, parse_activation, parse_points, parse_schedule
 from certified.flow.result import FlowEnclosure, FlowStatus
 
 __all__ = ["VecPiece", "flow_vectorised", "relu_flow_vectorised", "vec_piece"]

@@ -29,18 +29,18 @@ from certified.arith import Interval
 from certified.arith.ball import check_precision, endpoints, precision
 from certified.arith.exact import fmpq_to_float, fmpq_to_str, to_fmpq
 from certified.errors import InputError, ShapeError
-from certified.flow._relu_boxes import flow_box_schedule
-from certified.flow._relu_float import relu_flow_float64
-from certified.flow._relu_laminar import laminar_runs, piece_map_ball, run_map_exact
-from certified.flow._relu_model import (
+from certified.flow.relu._boxes import flow_box_schedule
+from certified.flow.relu._float import relu_flow_float64
+from certified.flow.relu._laminar import laminar_runs, piece_map_ball, run_map_exact
+from certified.flow.relu._model import (
     parse_activation,
     parse_piece,
     parse_points,
     parse_schedule,
     schedule_pieces,
 )
-from certified.flow._relu_points import GRID, Rejected, flow_point_piece, point_ball
-from certified.flow._relu_region import ArbPiece
+from certified.flow.relu._points import GRID, Rejected, flow_point_piece, point_ball
+from certified.flow.relu._region import ArbPiece
 from certified.flow.result import FlowEnclosure, FlowStatus
 
 __all__ = [

@@ -19,7 +19,7 @@ import flint
 import numpy as np
 from flint import arb, arb_mat
 
-from certified.flow._relu_model import ReluPiece
+from certified.flow.relu._model import ReluPiece
 
 __all__ = [
     "ArbPiece",

@@ -34,7 +34,7 @@ import numpy as np
 from flint import arb, arb_mat
 
 from certified.arith.exact import fmpq_to_str
-from certified.flow._relu_region import (
+from certified.flow.relu._region import (
     ArbPiece,
     Expansion,
     Region,
