@@ -554,3 +554,49 @@ def test_floor_encloses_and_floors(m, r):
     assert abs(Fraction(m2) - Fraction(m)) + Fraction(r) <= Fraction(r2)
     if abs(m) >= 2.0**-480 and (r == 0.0 or r >= 2.0**-480):
         assert (m2, r2) == (m, r)
+
+
+# --- (h) two products per pass over the accumulators ---------------------------------------------
+
+
+@pytest.mark.parametrize(("w", "v"), [(1.0, 1.0), (-2.0, 1.0), (2.0, 7.0), (-5.0, 6.0)])
+def test_paired_products_equal_two_single_ones(w, v):
+    """_acc2 is two _acc calls fused into one pass: the same accumulators, bit for bit."""
+    rng = np.random.default_rng(int(abs(w * 10 + v)))
+    N = 37
+    M = rng.uniform(-3, 3, (4, 2, 2, N)) * 2.0 ** rng.integers(-30, 30, (4, 2, 2, N))
+    R = np.where(rng.random(M.shape) < 0.3, 0.0, np.abs(M) * 1e-10)
+    one = np.zeros((4, N))
+    two = np.zeros((4, N))
+    one[:] = two[:] = rng.uniform(-1, 1, (4, N))
+    one[2:] = two[2:] = np.abs(one[2:])
+    tk._acc(one, M, R, 0, 0, 1, 1, 1, 0, w, 0, N)
+    tk._acc(one, M, R, 2, 1, 0, 3, 0, 1, v, 0, N)
+    tk._acc2(two, M, R, 0, 0, 1, 1, 1, 0, w, 2, 1, 0, 3, 0, 1, v, 0, N)
+    assert np.array_equal(one, two)
+
+
+@pytest.fixture(scope="module")
+def mispaired_tape_jets(tmp_path_factory):
+    """tape_jets whose paired convolution takes b_{k-j} for both products of a pair."""
+    good = "_acc2(ACC, M, R, j, a, 0, k - j, b, 0, w, j + 1, a, 0, k - j - 1, b, 0, v, p0, p1)"
+    return _mutated_tape_jets(
+        tmp_path_factory, "mispaired", good, good.replace("k - j - 1, b", "k - j, b")
+    )
+
+
+@pytest.fixture(scope="module")
+def unpaired_tail_tape_jets(tmp_path_factory):
+    """tape_jets whose paired convolution forgets the last term of an odd count."""
+    good = "_acc(ACC, M, R, j, a, 0, k - j, b, 0, sign * (float(j) if weighted else 1.0), p0, p1)"
+    return _mutated_tape_jets(tmp_path_factory, "unpaired", good, "pass")
+
+
+@pytest.mark.parametrize("name", ["mispaired_tape_jets", "unpaired_tail_tape_jets"])
+def test_broken_pairing_is_caught(monkeypatch, request, name):
+    def prop(seed):
+        _, _, _, bad = check_graph(LORENZ, LORENZ_PARAMS, seed, 4, 0.0, 0)
+        assert not bad
+
+    monkeypatch.setattr(tk, "tape_jets", request.getfixturevalue(name))
+    assert _caught(prop, seed=st.integers(0, 2**32 - 1))
