@@ -61,6 +61,7 @@ _helper = njit(cache=True, error_model="numpy", _nrt=False)
 
 TINY = 2.0**-480  # every stored |midpoint| and radius is 0 or >= TINY (#taylor-ball, "floor")
 EXACT_MIN = 2.0**-900  # below it the exactness test of a quotient is not used
+PAD = 8
 BLOCK = 128  # points per block (measured: 64 pays more per-call overhead, 1024 leaves the cache)
 
 # accumulator rows: midpoint sum, exact-error sum, their absolute values, radius sum
@@ -798,9 +799,11 @@ def tape_jets(
     B = min(N, BLOCK)
     # work arrays for one block of points, reused: coefficients k >= 1 of constant nodes are
     # never written and stay 0; everything else is written before it is read
-    M = np.zeros((order + 1, xs + d, G1, B))
-    R = np.zeros((order + 1, xs + d, G1, B))
-    ACC = np.zeros((4, B))
+    # rows padded by PAD points: a power-of-two row length (e.g. 4 components x 128 points x 8
+    # bytes = 4 KiB) maps every row to the same cache sets (measured: 1.5x slower)
+    M = np.zeros((order + 1, xs + d, G1, B + PAD))
+    R = np.zeros((order + 1, xs + d, G1, B + PAD))
+    ACC = np.zeros((4, B + PAD))
     st = np.zeros(B, np.int64)
     status = np.zeros(N, np.int64)
     out_lo = np.empty((order + 1, N, d, G1))
