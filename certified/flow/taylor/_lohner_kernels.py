@@ -22,6 +22,23 @@ def _imul(al, ah, bl, bh):
 
 
 @kernel
+def _imatmul2(Al, Ah, Bl, Bh, Cl, Ch):
+    """[Cl, Ch] encloses A B for one pair of interval matrices (outward rounded sums)."""
+    d, k = Al.shape
+    m = Bl.shape[1]
+    for i in range(d):
+        for j in range(m):
+            lo = 0.0
+            hi = 0.0
+            for t in range(k):
+                a, b = _imul(Al[i, t], Ah[i, t], Bl[t, j], Bh[t, j])
+                lo = dn(lo + a)
+                hi = up(hi + b)
+            Cl[i, j] = lo
+            Ch[i, j] = hi
+
+
+@kernel
 def hull(c, C, rl, rh, xl, xh):
     """[xl, xh] encloses c + C r for every point (shapes (N, d), (N, d, d), (N, d))."""
     n, d = c.shape
@@ -115,18 +132,10 @@ def lohner_update(c, C, rl, rh, incl, inch, Jl, Jh, c2, C2, rl2, rh2, ok):
     size = np.empty(d)
     for q in range(n):
         ok[q] = 1
-        # A = J C (C exact doubles)
+        _imatmul2(Jl[q], Jh[q], C[q], C[q], Al, Ah)  # A = J C (C exact doubles)
         for i in range(d):
             for j in range(d):
-                lo = 0.0
-                hi = 0.0
-                for k in range(d):
-                    a, b = _imul(Jl[q, i, k], Jh[q, i, k], C[q, k, j], C[q, k, j])
-                    lo = dn(lo + a)
-                    hi = up(hi + b)
-                Al[i, j] = lo
-                Ah[i, j] = hi
-                M[i, j] = 0.5 * lo + 0.5 * hi
+                M[i, j] = 0.5 * Al[i, j] + 0.5 * Ah[i, j]
         # new centre and the interval z = (c - c') + inc
         for i in range(d):
             ci = c[q, i] + (0.5 * incl[q, i] + 0.5 * inch[q, i])
@@ -175,19 +184,8 @@ def lohner_update(c, C, rl, rh, incl, inch, Jl, Jh, c2, C2, rl2, rh2, ok):
 @kernel
 def imatmul(Al, Ah, Bl, Bh, Cl, Ch):
     """[Cl, Ch] encloses A B for interval matrices, batched over the first axis."""
-    n, d, k = Al.shape
-    m = Bl.shape[2]
-    for q in range(n):
-        for i in range(d):
-            for j in range(m):
-                lo = 0.0
-                hi = 0.0
-                for t in range(k):
-                    a, b = _imul(Al[q, i, t], Ah[q, i, t], Bl[q, t, j], Bh[q, t, j])
-                    lo = dn(lo + a)
-                    hi = up(hi + b)
-                Cl[q, i, j] = lo
-                Ch[q, i, j] = hi
+    for q in range(Al.shape[0]):
+        _imatmul2(Al[q], Ah[q], Bl[q], Bh[q], Cl[q], Ch[q])
 
 
 @kernel
