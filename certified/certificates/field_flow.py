@@ -16,7 +16,7 @@ from flint import arb
 from certified.arith.ball import precision as working_precision
 from certified.arith.exact import fmpq_to_float, to_fmpq
 from certified.certificates.flow import FORMAT_VERSION, exact_number
-from certified.checker.lohner import replay_flow
+from certified.checker.lohner import MAX_TAYLOR_OPS, replay_cost, replay_flow
 from certified.checker.taylor import ReplayError
 from certified.fields.field import PiecewiseField
 from certified.flow.options import InitialSets
@@ -85,6 +85,14 @@ def field_flow_certificate(
                 ]
             )
         boxes.append(per_piece)
+    total = sum(len(s) for s in h["steps"])
+    cost = replay_cost(field, len(starts), total, h["order"], h["jacobian_order"], prec)
+    if cost > MAX_TAYLOR_OPS:  # refuse now rather than replay for minutes and be refused
+        raise FieldCertificateError(
+            f"the certificate's replay would cost about {cost:.2g} operations, over the "
+            f"checker's limit {MAX_TAYLOR_OPS:.2g}: certify fewer sets per certificate "
+            f"(at most about {max(1, int(len(starts) * MAX_TAYLOR_OPS / cost))}), or a shorter time"
+        )
     with working_precision(prec):
         pieces = [(p.duration, [arb(v) for v in p.values]) for p in problem.pieces]
         try:

@@ -15,10 +15,8 @@ import flint
 
 from . import _parse
 from ._parse import Rejected, array, box_rows, exact, exact_row, fields, positive, small_integer
-from .lohner import replay_flow
+from .lohner import MAX_TAYLOR_OPS, replay_cost, replay_flow
 from .taylor import ReplayError, parse_field
-
-MAX_TAYLOR_OPS = 2 * 10**8  # estimated arb operations of a replay (about a minute)
 
 
 def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
@@ -59,9 +57,7 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
     total = sum(len(s) for s in steps)
     # per set and step: order-K series over every node (twice), order-m duals (d+1 parts, three
     # times), the d x d Lohner algebra; precision scales the word operations
-    per = field.cost * (K * K + 3 * (d + 1) * m * m) + 20 * d**3
-    ops = n * total * per * (1 + prec // 256)
-    if ops > MAX_TAYLOR_OPS:
+    if replay_cost(field, n, total, K, m, prec) > MAX_TAYLOR_OPS:
         raise Rejected(f"resource limit: the replay needs more than {MAX_TAYLOR_OPS} operations")
     boxes = []  # per piece, step and set: the a priori box
     for j, per_piece in enumerate(array(hints["boxes"], "hints.boxes", len(pieces))):

@@ -12,7 +12,9 @@ from flint import arb, arb_mat, fmpq
 
 from .taylor import ReplayError, field_jets
 
-__all__ = ["LohnerSet", "lohner_step", "replay_flow"]
+__all__ = ["MAX_TAYLOR_OPS", "LohnerSet", "lohner_step", "replay_cost", "replay_flow"]
+
+MAX_TAYLOR_OPS = 2 * 10**8  # estimated arb operations of a replay (about a minute)
 
 _ZERO = arb(0)
 
@@ -102,6 +104,12 @@ def lohner_step(field, params, S: LohnerSet, h: fmpq, box, K: int, m: int) -> Lo
     except ZeroDivisionError:
         raise ReplayError("the new basis C is singular") from None
     return LohnerSet(centre, C, (Ci * A) * S.r + Ci * z)
+
+
+def replay_cost(field, n: int, steps: int, K: int, m: int, prec: int) -> int:
+    """Estimated arb operations of ``replay_flow`` (proofs/format.md section 7, cost)."""
+    d = field.dimension
+    return n * steps * (field.cost * (K * K + 3 * (d + 1) * m * m) + 20 * d**3) * (1 + prec // 256)
 
 
 def replay_flow(field, pieces, starts, steps, boxes, K: int, m: int, times) -> list:
