@@ -372,3 +372,19 @@ def test_schedule_together_with_field(tmp_path, capsys, points2):
     last = err.strip().splitlines()[-1]
     assert last.startswith("certified: error:") and "--schedule" in last and "--field" in last
     assert not out.exists()
+
+
+@pytest.mark.parametrize("spelling", ["same", "dot", "symlink"])
+def test_out_naming_an_input_is_refused_and_the_input_kept(tmp_path, capsys, spelling):
+    field_file = tmp_path / "f.json"
+    field_file.write_text(json.dumps({"field": vanderpol().to_json(), "values": [1]}))
+    points = tmp_path / "p.json"
+    points.write_text(json.dumps({"X": [[1.4, 2.4]]}))
+    before = field_file.read_bytes()
+    out = {"same": field_file, "dot": tmp_path / "." / "f.json", "symlink": tmp_path / "l.json"}
+    if spelling == "symlink":
+        out["symlink"].symlink_to(field_file)
+    argv = ["flow", "--field", str(field_file), "--points", str(points), "--time", "1"]
+    assert main([*argv, "--out", str(out[spelling])]) == 2
+    assert "is the --field input" in capsys.readouterr().err
+    assert field_file.read_bytes() == before
