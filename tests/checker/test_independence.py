@@ -42,14 +42,21 @@ def test_checker_sources_import_only_stdlib_flint_and_themselves():
                 assert module.split(".")[0] != "certified", f"absolute self-import {where}"
 
 
+# Issue 10 left the trusted kernel at 2,000 lines with five certificate kinds. A later rule
+# raises the ceiling by no more than its own lines: one entry per rule (its module, and the
+# lines it adds elsewhere in the checker, e.g. its KINDS entry), so that growth is explicit.
+RULE_ALLOWANCES: dict[str, int] = {
+}
+
+
 def test_the_checker_stays_small():
-    # design.md: "aim <= 1,500 lines" for the whole trusted kernel. With five certificate kinds
-    # (flow: three rules; wasserstein, separation, lipschitz, interpolation) it is above the
-    # aim (reported in the closing notes); this test keeps it from growing unnoticed: a hard
-    # ceiling of 2,000 lines in all, and no module over 420 lines.
+    # design.md: "aim <= 1,500 lines" for the whole trusted kernel; above the aim since the
+    # five kinds of the first milestone (reported in the closing notes). A hard ceiling of 2,000
+    # lines plus the allowances above, and no module over 420 lines.
     sizes = {f.name: len(f.read_text().splitlines()) for f in CHECKER_DIR.glob("*.py")}
     total = sum(sizes.values())
-    assert total <= 2000, f"the trusted kernel has {total} lines"
+    ceiling = 2000 + sum(RULE_ALLOWANCES.values())
+    assert total <= ceiling, f"the trusted kernel has {total} lines (ceiling {ceiling})"
     big = {k: v for k, v in sizes.items() if v > 420}
     assert not big, f"checker modules over 420 lines: {big}"
 
