@@ -50,6 +50,8 @@ class CommandRecord:
     description: str | None = None
     demo: str | None = None
     bench: tuple[tuple[str, str], ...] = ()
+    # ``certified sweep``: names the family's SweepFamily adapter (certified/sweep/families.py)
+    sweep: str | None = None
 
     def add_arguments(self, parser) -> None:
         load(f"{self.module}:add_arguments")(parser)
@@ -94,6 +96,7 @@ COMMANDS: tuple[CommandRecord, ...] = (
         "lie in disjoint certified intervals. VERIFIED writes the certificate (exit 0); "
         "REFUTED (mu = nu exactly) and UNDECIDED write nothing (exit 1); bad input exits 2.",
         demo="certified.moments.command:demo_check",
+        sweep="certified.sweep.families:SEPARATE",
     ),
     CommandRecord(
         "wasserstein",
@@ -101,6 +104,7 @@ COMMANDS: tuple[CommandRecord, ...] = (
         "certified.transport.command",
         demo="certified.transport.command:demo_check",
         bench=(("wasserstein", "certified.transport._bench:bench_wasserstein"),),
+        sweep="certified.sweep.families:WASSERSTEIN",
     ),
     CommandRecord(
         "lipschitz",
@@ -110,6 +114,7 @@ COMMANDS: tuple[CommandRecord, ...] = (
         "right side; REFUTED comes with a certified counterexample. H1/H2: at the instance X "
         "(see proofs/lipschitz.md); H3: for the pair mu, nu; flow: all pairs of the points.",
         demo="certified.attention.command:demo_check",
+        sweep="certified.sweep.families:LIPSCHITZ",
     ),
     CommandRecord(
         "interpolate",
@@ -117,6 +122,16 @@ COMMANDS: tuple[CommandRecord, ...] = (
         "certified.interpolation.command",
         demo="certified.interpolation.command:demo_check",
         bench=(("interpolation", "certified.interpolation.bench:bench_interpolation"),),
+        sweep="certified.sweep.families:INTERPOLATE",
+    ),
+    CommandRecord(
+        "sweep",
+        "campaigns of theorem instances on Dask: a table and a certificate per instance",
+        "certified.sweep.command",
+        description="certified sweep SPEC --out DIR [--scheduler ADDRESS] [--workers N]; "
+        "certified sweep init FAMILY prints an example spec. Needs the sweep extra "
+        "(pip install 'certified[sweep]'). See proofs/sweep.md.",
+        bench=(("sweep", "certified.sweep._bench:bench_sweep"),),
     ),
 )
 

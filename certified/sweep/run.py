@@ -1,0 +1,220 @@
+"""Running a sweep on Dask: an embedded ``LocalCluster`` by default, any scheduler by address.
+
+The client submits one task per batch of instances (``Client.map`` with ``retries``: a task
+whose worker died is run again elsewhere), collects them with ``as_completed`` and writes each
+finished batch's rows as a Parquet part (:mod:`certified.sweep.table`). Instances whose key is
+already in the table are skipped, so an interrupted sweep resumes where it stopped.
+
+Order of the checks, so that bad input writes nothing: the spec, its generators and the
+output directory are validated, then the scheduler is reached, and only then is anything
+written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from certified.errors import InputError
+from certified.sweep.spec import Instance, SpecError, SweepSpec, canonical_json, load_spec
+
+__all__ = ["SchedulerError", "sweep"]
+
+SPEC_FILE = "spec.json"
+
+
+class SchedulerError(InputError):
+    """The Dask scheduler cannot be reached (address, port, timeout)."""
+
+
+def _batches(todo: list[Instance], batch: int | None, workers: int) -> list[list[Instance]]:
+    if batch is None:
+        # a few tasks per worker for balance, at most 64 instances a task so that a killed
+        # worker costs little, at least 1
+        batch = max(1, min(64, len(todo) // (8 * max(1, workers)) or 1))
+    return [todo[i : i + batch] for i in range(0, len(todo), batch)]
+
+
+def _check_out(out: Path, spec: SweepSpec) -> None:
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out: {out} exists and is not a directory")
+    marker = out / SPEC_FILE
+    if marker.exists():
+        try:
+            previous = canonical_json(json.loads(marker.read_text()))
+        except (OSError, ValueError):
+            raise InputError(f"--out: {marker} is unreadable; use a new directory") from None
+        if previous != canonical_json(spec.core):
+            raise InputError(
+                f"--out: {out} holds a sweep of another family, statement or options; "
+                "use a new directory"
+            )
+    elif out.is_dir() and any(out.iterdir()):
+        raise InputError(f"--out: {out} is not empty and holds no sweep; use a new directory")
+    parent = out.absolute()
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise InputError(f"--out: {parent} is not a writable directory")
+
+
+@contextlib.contextmanager
+def _client(scheduler: str | None, workers: int, client: Any) -> Iterator[Any]:
+    if client is not None:
+        yield client
+        return
+    from dask.distributed import Client, LocalCluster
+
+    if scheduler is not None:
+        try:
+            c = Client(scheduler, timeout="5s", set_as_default=False)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise SchedulerError(
+                f"--scheduler: cannot reach the Dask scheduler at {scheduler!r} ({exc}); "
+                "check the address (tcp://host:port) and that the scheduler runs"
+            ) from None
+        with c:
+            yield c
+        return
+    with (
+        LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        ) as cluster,
+        Client(cluster, set_as_default=False) as c,
+    ):
+        yield c
+
+
+def _prepare(spec: Any, out: Any) -> tuple[SweepSpec, list[Instance], Path]:
+    spec = spec if isinstance(spec, SweepSpec) else load_spec(spec)
+    instances = spec.instances()
+    out = out if out is not None else spec.out
+    if out is None:
+        raise SpecError('out: give an output directory (--out DIR, or out = "DIR" in the spec)')
+    out = Path(out)
+    _check_out(out, spec)
+    return spec, instances, out
+
+
+def _start(out: Path, spec: SweepSpec) -> None:
+    from certified.io import write_json_atomic
+
+    (out / "certificates").mkdir(parents=True, exist_ok=True)
+    (out / "parts").mkdir(exist_ok=True)
+    if not (out / SPEC_FILE).exists():
+        write_json_atomic(out / SPEC_FILE, spec.core, indent=2)
+
+
+def _rows(batch: list[Instance], spec: SweepSpec, rows: list[dict]) -> list[dict]:
+    by_key = {i.key: i for i in batch}
+    out = []
+    for row in rows:
+        inst = by_key[row["key"]]
+        meta = {"index": inst.index, "family": spec.family, "statement": spec.statement}
+        out.append({**meta, "instance": canonical_json(inst.params), **row})
+    return out
+
+
+def sweep(
+    spec: Any,
+    out: str | os.PathLike[str] | None = None,
+    *,
+    scheduler: str | None = None,
+    workers: int = 2,
+    client: Any = None,
+    progress: Any = None,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> Any:
+    """Run a sweep and return its table (a pandas DataFrame, one row per instance).
+
+    Parameters
+    ----------
+    spec : path, dict or SweepSpec
+        The sweep specification (``proofs/sweep.md``).
+    out : path, optional
+        Output directory (default: the spec's ``out``): ``certificates/``, ``parts/``,
+        ``results.parquet``, ``spec.json``. Re-running into it resumes.
+    scheduler : str, optional
+        Address of a running Dask scheduler; default: an embedded ``LocalCluster`` of
+        ``workers`` processes with one thread each.
+    client : dask.distributed.Client, optional
+        An existing client (tests, notebooks); ``scheduler`` and ``workers`` are then unused.
+    progress : callable, optional
+        ``progress(done, total)`` after each finished task (the CLI's progress bar).
+    on_batch : callable, optional
+        ``on_batch(done, total)`` after each part is written (fault tests hook in here).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Sorted by ``index``; ``attrs["computed"]`` instances run by this call,
+        ``attrs["skipped"]`` found done, ``attrs["failed"]`` (key, error) of failed tasks.
+
+    Raises
+    ------
+    SpecError, InputError, SchedulerError
+        Before any work starts and before anything is written.
+
+    Guarantee: every row naming a certificate names a file the checker accepted, written
+    before the row; every key appears at most once.
+    """
+    from certified.sweep.table import read_parts, write_part, write_table
+
+    if type(workers) is not int or not 1 <= workers <= 1024:
+        raise InputError(f"--workers: {workers!r} is not an integer in [1, 1024]")
+    spec, instances, out = _prepare(spec, out)
+    done = set(read_parts(out)["key"]) if out.is_dir() else set()
+    todo = [i for i in instances if i.key not in done]
+    failed: list[tuple[str, str]] = []
+    with _client(scheduler, workers, client) as c:
+        _start(out, spec)
+        n_workers = max(1, len(c.scheduler_info().get("workers", {})) or workers)
+        batches = _batches(todo, spec.batch, n_workers)
+        failed = _submit(c, spec, batches, out, len(instances) - len(todo), len(instances),
+                         progress, on_batch, write_part)  # fmt: skip
+    wanted = {i.key: i.index for i in instances}
+    table = read_parts(out)
+    table = table[table["key"].isin(wanted)].sort_values("index").reset_index(drop=True)
+    write_table(out, table)
+    table.attrs.update(computed=len(todo), skipped=len(instances) - len(todo), failed=failed)
+    return table
+
+
+def _submit(c, spec, batches, out, done, total, progress, on_batch, write_part):
+    from dask.distributed import as_completed
+
+    from certified.sweep.tasks import run_batch
+
+    core = spec.core
+    cert_dir = str((out / "certificates").resolve())
+    items = [[(i.key, i.params, i.path) for i in b] for b in batches]
+    keys = [f"certified-sweep-{b[0].key[:16]}-{len(b)}-{time.time_ns()}" for b in batches]
+    futures = c.map(run_batch, [core] * len(items), items, [cert_dir] * len(items),
+                    key=keys, retries=spec.retries, pure=False)  # fmt: skip
+    batch_of = {f.key: b for f, b in zip(futures, batches, strict=True)}
+    failed: list[tuple[str, str]] = []
+    try:
+        for future in as_completed(futures, loop=c.loop):
+            batch = batch_of[future.key]
+            if future.status != "finished":
+                failed += [(i.key, repr(future.exception())) for i in batch]
+                continue
+            write_part(out, _rows(batch, spec, future.result()))
+            done += len(batch)
+            if progress is not None:
+                progress(done, total)
+            if on_batch is not None:
+                on_batch(done, total)
+    finally:
+        c.cancel(futures)
+    return failed
