@@ -357,6 +357,40 @@ def _resolve_last_phase(interp: Interpolation, pieces: list, span: tuple) -> lis
     return first + [_round_piece(q) for q in new]
 
 
+def _rebuild_high_dim(interp: Interpolation) -> list | None:
+    """Variant C's phase rebuilt with an integer normal of a few dozen bits near ``u`` and
+    doubles ``w_i`` exactly orthogonal to it (:mod:`certified.interpolation._rounded_phase`);
+    None when no tried normal separates the points. The nearest doubles of C's own parameters
+    are not laminar (``u`` has hundreds of bits): the flow engines had to enclose a flow whose
+    boxes straddle the switching hyperplanes, and gave no bound.
+
+    The error is about ``2^-bits`` (the normal's direction) plus the lattice rounding of the
+    ``w_i`` (about ``2^(bits/(k-1) - 52)`` relative, k = min(d, 12)) times the slopes of G;
+    a few ``bits`` are tried and the smallest exact error is kept.
+    """
+    from certified.interpolation._rounded_phase import integer_normal, rebuild_phase
+
+    N, d = interp.X.shape
+    tau = _nearest(interp.schedule.pieces[0].duration)
+    p = max(q.width for q in interp.schedule.pieces)
+    k = min(d, 12)
+    top = max(12, min(50, (52 * (k - 1)) // k))
+    # small instances (C has N < d): try four and keep the best; large ones: the usual best
+    tries = (top - 12, top - 8, top - 4, top) if N * d <= 20_000 else (top - 8, top - 12, top)
+    best, best_sq = None, None
+    for b in tries:
+        pieces = rebuild_phase(interp.X, interp.Y, integer_normal(interp.directions[0], b), tau, p)
+        if pieces is None:
+            continue
+        if N * d > 20_000:
+            return pieces
+        sched = Schedule(d, interp.schedule.activation, tuple(pieces))
+        sq = max(_squared_errors(laminar_images(sched, interp.X), interp.Y))
+        if best_sq is None or sq < best_sq:
+            best, best_sq = pieces, sq
+    return best
+
+
 def export_float64(
     interp: Interpolation, *, method: str = "exact", rebuild: bool = True
 ) -> tuple[Schedule, flint.fmpq | None]:
@@ -394,10 +428,12 @@ def export_float64(
     """
     if method not in ("exact", "float64"):
         raise InputError(f"method: {method!r} is not 'exact' or 'float64'")
-    pieces = [_round_piece(piece) for piece in interp.schedule.pieces]
-    spans = [tuple(h["pieces"]) for h in interp.hints["phases"]]
     if not isinstance(rebuild, bool):
         raise InputError(f"rebuild: expected True or False, got {rebuild!r}")
+    spans = [tuple(h["pieces"]) for h in interp.hints["phases"]]
+    pieces = _rebuild_high_dim(interp) if rebuild and interp.variant == "high-dim" else None
+    if pieces is None:
+        pieces = [_round_piece(piece) for piece in interp.schedule.pieces]
     if rebuild and interp.variant == "general" and len(spans) == 2:
         pieces = _resolve_last_phase(interp, pieces, spans[1]) or pieces
     sched = Schedule(interp.schedule.dimension, interp.schedule.activation, tuple(pieces))
