@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -64,6 +65,30 @@ def _check_out(out: Path, spec: SweepSpec) -> None:
         raise InputError(f"--out: {parent} is not a writable directory")
 
 
+def _reach(scheduler: str) -> None:
+    """Refuse a malformed or unreachable scheduler address quickly, before a Dask client
+    is made (whose own failures take its whole timeout and leave noise on stderr)."""
+    from distributed.comm import parse_address, parse_host_port
+
+    def refuse(why: str) -> SchedulerError:
+        return SchedulerError(
+            f"--scheduler: cannot reach the Dask scheduler at {scheduler!r} ({why}); "
+            "check the address (tcp://host:port) and that the scheduler runs"
+        )
+
+    if not isinstance(scheduler, str) or not scheduler:
+        raise refuse("not an address")
+    try:
+        protocol, location = parse_address(scheduler)
+        if protocol in ("tcp", "tls"):
+            host, port = parse_host_port(location)
+            socket.create_connection((host, port), timeout=3).close()
+    except ValueError as exc:
+        raise refuse(str(exc)) from None
+    except OSError as exc:
+        raise refuse(exc.strerror or type(exc).__name__) from None
+
+
 @contextlib.contextmanager
 def _client(scheduler: str | None, workers: int, client: Any) -> Iterator[Any]:
     if client is not None:
@@ -72,8 +97,9 @@ def _client(scheduler: str | None, workers: int, client: Any) -> Iterator[Any]:
     from dask.distributed import Client, LocalCluster
 
     if scheduler is not None:
+        _reach(scheduler)
         try:
-            c = Client(scheduler, timeout="5s", set_as_default=False)
+            c = Client(scheduler, timeout="10s", set_as_default=False)
         except (OSError, TimeoutError, ValueError) as exc:
             raise SchedulerError(
                 f"--scheduler: cannot reach the Dask scheduler at {scheduler!r} ({exc}); "
@@ -186,7 +212,9 @@ def sweep(
     table = read_parts(out)
     table = table[table["key"].isin(wanted)].sort_values("index").reset_index(drop=True)
     write_table(out, table)
-    table.attrs.update(computed=len(todo), skipped=len(instances) - len(todo), failed=failed)
+    table.attrs.update(
+        out=str(out), computed=len(todo), skipped=len(instances) - len(todo), failed=failed
+    )
     return table
 
 
