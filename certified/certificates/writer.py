@@ -125,6 +125,26 @@ def certificate_bytes(cert: dict[str, Any]) -> tuple[bytes, Verdict]:
     return data, rejection if rejection is not None else check_bytes(data)
 
 
+def _require_directory(target: Path, directory: Path) -> None:
+    """Raise OutputFileError naming ``directory`` unless it is an existing directory (the
+    error of a missing one used to name the internal temporary file instead)."""
+    if directory.is_dir():
+        return
+    from certified.io import OutputFileError
+
+    name = repr(os.fspath(directory))
+    what = (
+        f"(Not a directory); {name} is not a directory"
+        if directory.exists()
+        else f"(No such file or directory); the directory {name} does not exist"
+    )
+    exc = OutputFileError(
+        f"{os.fspath(target)}: cannot write {what}: create the directory or choose another path"
+    )
+    exc.source = os.fspath(target)  # as certified.io names its file errors
+    raise exc
+
+
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically: readers see the old file or the complete new one.
 
@@ -134,13 +154,17 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
 
     Raises
     ------
+    OutputFileError
+        The directory of ``path`` does not exist or is not a directory (named in the message;
+        checked before any temporary file is created).
     OSError
-        The directory does not exist or is not writable, the disk is full, ...
+        The directory is not writable, the disk is full, ...
 
     Guarantee: none (writing); the file holds exactly ``data`` or is unchanged.
     """
     target = Path(path)
     directory = target.parent
+    _require_directory(target, directory)
     for _ in range(100):
         tmp = directory / f".{target.name}.{secrets.token_hex(6)}.tmp"
         try:

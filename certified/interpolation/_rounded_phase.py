@@ -25,6 +25,7 @@ Nothing here is trusted: the guarantee is the exact evaluation of the rounded sc
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import flint
@@ -193,7 +194,7 @@ def rebuild_phase(
     s_all = Z.dot(aq)
     order = sorted(range(N), key=lambda n: s_all[n], reverse=True)
     s = [s_all[n] for n in order]
-    if any(x == y for x, y in zip(s, s[1:], strict=False)):
+    if any(x == y for x, y in itertools.pairwise(s)):
         return None
     delta = target[order] - Z[order]
     delta = delta - (delta.dot(aq) * flint.fmpq(1, sum(k * k for k in a)))[:, None] * aq[None, :]
