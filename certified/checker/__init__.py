@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from ._cube_rule import check_cube_v1
 from ._interpolation_rule import check_interpolation_v1
 from ._lipschitz_rule import check_lipschitz_v1
 from ._parse import (
@@ -47,6 +48,7 @@ KINDS = {  # the known certificate kinds and, for each, the checker of each know
     "lipschitz": {1: check_lipschitz_v1},
     "wasserstein": {1: check_wasserstein_v1},
     "interpolation": {1: check_interpolation_v1},
+    "transport-to-cube": {1: check_cube_v1},
 }
 
 

@@ -68,19 +68,16 @@ def _phase(X: list, a: list, terms: list, d: int) -> list:
     return out
 
 
-def check_interpolation_v1(instance: Any, claim: Any, hints: Any) -> str:
-    """Check an interpolation certificate; return a summary or raise Rejected."""
-    fields(instance, "instance", ("X", "Y", "schedule"))
-    fields(claim, "claim", _CLAIM)
-    X = matrix(instance["X"], "instance.X", None, None)
-    N, d = len(X), len(X[0])
-    Y = matrix(instance["Y"], "instance.Y", N, d)
-    sched = fields(instance["schedule"], "instance.schedule", ("dimension", "activation", "pieces"))
-    small_integer(sched["dimension"], "instance.schedule.dimension", d, d)
-    string(sched["activation"], "instance.schedule.activation", ("relu",))
-    pieces = array(sched["pieces"], "instance.schedule.pieces")
+def replay_phases(X: list, schedule: Any, phases: Any, where: str) -> tuple[list, list]:
+    """Phi_T(x) for every x of X, exactly, for a ReLU schedule of laminar phases (the hint
+    ``phases``), and the parsed pieces ([W, b, a] each). Shared with _cube_rule.py."""
+    d = len(X[0])
+    sched = fields(schedule, where, ("dimension", "activation", "pieces"))
+    small_integer(sched["dimension"], f"{where}.dimension", d, d)
+    string(sched["activation"], f"{where}.activation", ("relu",))
+    pieces = array(sched["pieces"], f"{where}.pieces")
     start, parsed = 0, []
-    for h, phase in enumerate(array(fields(hints, "hints", ("phases",))["phases"], "hints.phases")):
+    for h, phase in enumerate(array(phases, "hints.phases")):
         where = f"hints.phases[{h}]"
         fields(phase, where, ("pieces", "normal"))
         lo, hi = (small_integer(x, where, 0, len(pieces)) for x in array(phase["pieces"], where, 2))
@@ -89,10 +86,22 @@ def check_interpolation_v1(instance: Any, claim: Any, hints: Any) -> str:
             raise Rejected(f"{where}: pieces not consecutive from {start}, or bad normal")
         terms: list = []
         for j in range(lo, hi):
-            parsed.append(_piece(pieces[j], f"instance.schedule.pieces[{j}]", d, a, a_raw, terms))
+            parsed.append(_piece(pieces[j], f"{where}.pieces[{j}]", d, a, a_raw, terms))
         X, start = _phase(X, a, terms, d), hi
     if start != len(pieces):
         raise Rejected(f"hints.phases: cover pieces [0, {start}) of {len(pieces)}")
+    return X, parsed
+
+
+def check_interpolation_v1(instance: Any, claim: Any, hints: Any) -> str:
+    """Check an interpolation certificate; return a summary or raise Rejected."""
+    fields(instance, "instance", ("X", "Y", "schedule"))
+    fields(claim, "claim", _CLAIM)
+    X = matrix(instance["X"], "instance.X", None, None)
+    N, d = len(X), len(X[0])
+    Y = matrix(instance["Y"], "instance.Y", N, d)
+    phases = fields(hints, "hints", ("phases",))["phases"]
+    X, parsed = replay_phases(X, instance["schedule"], phases, "instance.schedule")
     err = max(
         sum(((x - y) * (x - y) for x, y in zip(u, v, strict=True)), _ZERO)
         for u, v in zip(X, Y, strict=True)

@@ -125,6 +125,13 @@ COMMANDS: tuple[CommandRecord, ...] = (
         sweep="certified.sweep.families:INTERPOLATE",
     ),
     CommandRecord(
+        "transport-to-cube",
+        "theorem F: an exact ReLU flow pushing an empirical measure within W_q <= eps of "
+        "U([0,1]^d), with a certificate",
+        "certified.cube.command",
+        demo="certified.cube.command:demo_check",
+    ),
+    CommandRecord(
         "sweep",
         "campaigns of theorem instances on Dask: a table and a certificate per instance",
         "certified.sweep.command",

@@ -1,0 +1,30 @@
+"""Theorem F: transport onto the uniform cube by a ReLU neural ODE, certified exactly for
+empirical measures (theorems.md §3, row F; proofs/cube.md).
+
+:func:`transport_to_cube` builds an exact laminar schedule and guillotine cells of
+``[0,1]^d`` whose volumes equal their atoms' weights; :func:`cube_certificate` writes the
+``transport-to-cube`` certificate the checker re-verifies (W_q(Φ_T#μ, U) <= bound <= ε);
+:func:`formula_switches` is the theorem's switch count L.
+"""
+
+from __future__ import annotations
+
+from certified.cube.cells import Cell, CellPartition, guillotine_partition
+from certified.cube.certificate import cube_certificate
+from certified.cube.construct import CubeTransport, sup_distance_squared, transport_to_cube
+from certified.cube.density import BoxDensity, read_box_density
+from certified.cube.formula import check_parameters, formula_switches
+
+__all__ = [
+    "BoxDensity",
+    "Cell",
+    "CellPartition",
+    "CubeTransport",
+    "check_parameters",
+    "cube_certificate",
+    "formula_switches",
+    "guillotine_partition",
+    "read_box_density",
+    "sup_distance_squared",
+    "transport_to_cube",
+]
