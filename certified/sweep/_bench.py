@@ -1,0 +1,121 @@
+"""``certified bench sweep``: scaling of a sweep from 1 to 2 local worker processes, and the
+per-instance overhead of the sweep layer against calling the family directly in a loop.
+
+The workload (issue 12): 2,000 small H2 instances (n in [1, 4] tokens, d = k = 2) and 500
+interpolation instances (N in [4, 16] pairs in R^2, p in [1, 4]); ``--quick``: a tenth.
+Each cluster is started and warmed up (one small sweep: the workers import the families)
+before the clock starts, so the figures are the sweep's, not the cluster start-up's. The
+direct loop does the same work in this process: the family's check, then its certificate
+re-checked by the checker and written (``write_if_accepted``), one file per instance.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from certified.commands.records import Benchmark
+
+__all__ = ["bench_sweep"]
+
+
+def _specs(quick: bool) -> list[dict]:
+    h2, interp = (200, 50) if quick else (2000, 500)
+    return [
+        {
+            "family": "lipschitz",
+            "statement": "H2",
+            "generate": [{"kind": "random", "seed": 12, "count": h2, "n": [1, 4], "d": 2, "k": 2}],
+        },
+        {
+            "family": "interpolate",
+            "generate": [
+                {"kind": "random", "seed": 12, "count": interp, "N": [4, 16], "d": 2, "p": [1, 4]}
+            ],
+        },
+    ]
+
+
+def _direct(specs: list[dict], scratch: Path) -> tuple[float, int]:
+    from certified.certificates import write_if_accepted
+    from certified.sweep.spec import load_spec
+
+    n, t0 = 0, time.perf_counter()
+    for k, raw in enumerate(specs):
+        spec = load_spec(raw)
+        fam = spec.adapter()
+        for inst in spec.instances():
+            result = fam.run(inst.params, None, spec.statement, spec.options)
+            if result.certificate is not None:
+                write_if_accepted(scratch / f"{k}-{inst.index}.json", result.certificate)
+            n += 1
+    return time.perf_counter() - t0, n
+
+
+def _on_cluster(specs: list[dict], workers: int, scratch: Path) -> float:
+    from dask.distributed import Client, LocalCluster
+
+    from certified.sweep.run import sweep
+
+    with (
+        LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        ) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
+        for k, raw in enumerate(specs):  # warm-up: every worker imports both families
+            small = {**raw, "generate": [{**raw["generate"][0], "count": 4 * workers}]}
+            sweep(small, scratch / f"warm-{workers}-{k}", client=client)
+        t0 = time.perf_counter()
+        for k, raw in enumerate(specs):
+            sweep(raw, scratch / f"run-{workers}-{k}", client=client)
+        return time.perf_counter() - t0
+
+
+def bench_sweep(quick: bool = False) -> list[Benchmark]:
+    """Throughput on 2 worker processes against 1, and the sweep layer's overhead per instance
+    against the direct loop (targets: ratio of seconds <= 1/1.8, i.e. throughput >= 1.8x;
+    overhead <= 10 ms per instance).
+
+    Guarantee: none (timings)."""
+    specs = _specs(quick)
+    scratch = Path(tempfile.mkdtemp(prefix="certified-bench-sweep-"))
+    try:
+        (scratch / "direct").mkdir()
+        small = [{**r, "generate": [{**r["generate"][0], "count": 4}]} for r in specs]
+        _direct(small, scratch / "direct")  # warm-up: imports, first calls
+        direct, n = _direct(specs, scratch / "direct")
+        one = _on_cluster(specs, 1, scratch)
+        two = _on_cluster(specs, 2, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    context = {"instances": n, "cpus": os.cpu_count(), "load_average_1min": round(load, 2)}
+    return [
+        Benchmark(
+            "sweep: 2 worker processes vs 1",
+            two,
+            "1 worker",
+            one,
+            two / one,
+            1 / 1.8,
+            {"throughput_ratio": round(one / two, 3), **context},
+        ),
+        Benchmark(
+            "sweep: 1 worker vs the direct loop",
+            one,
+            "direct loop",
+            direct,
+            one / direct,
+            None,
+            {"overhead_ms_per_instance": round(1e3 * (one - direct) / n, 3), "target_ms": 10},
+        ),
+    ]
