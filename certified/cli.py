@@ -17,7 +17,7 @@ from certified import __version__
 from certified.commands.registry import COMMANDS, command
 from certified.errors import CertifiedError
 
-__all__ = ["main"]
+__all__ = ["full_parser", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -36,7 +36,13 @@ def _chosen_command(argv: list[str]) -> str | None:
     return None
 
 
-def _build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
+def full_parser() -> argparse.ArgumentParser:
+    """The parser with every command's arguments (imports every family): the source of the
+    CLI reference in the documentation, so that it cannot drift from ``--help``."""
+    return _build_parser(every=True)
+
+
+def _build_parser(chosen: str | None = None, every: bool = False) -> argparse.ArgumentParser:
     p = _Parser(
         prog="certified",
         description="Rigorous numerics for neural ODEs and transformers: certified enclosures, "
@@ -47,7 +53,7 @@ def _build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
     for record in COMMANDS:
         kwargs = {} if record.description is None else {"description": record.description}
         parser = sub.add_parser(record.name, help=record.help, **kwargs)
-        if record.name == chosen:
+        if every or record.name == chosen:
             record.add_arguments(parser)
     return p
 

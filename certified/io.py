@@ -3,7 +3,8 @@
 Formats (the CLI contract of ``design.md``):
 
 * points / dataset: ``.json`` ``{"X": n×d, "Y": n×d}`` (``Y`` optional for points), ``.npz``
-  with arrays ``X`` (and ``Y``), or ``.csv`` with one point per row for ``X`` alone;
+  with arrays ``X`` (and ``Y``), or ``.csv`` with one point per row for ``X`` alone (an
+  optional first row of column names: a row whose fields all are names);
 * measure: ``.json`` ``{"points": n×d, "weights": n}`` (weights optional: uniform ``1/n``).
 
 Numbers are JSON numbers or strings. A JSON integer is that integer, a JSON number with a
@@ -39,6 +40,7 @@ import io
 import json
 import math
 import os
+import re
 import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -419,6 +421,16 @@ def _unsupported(name: str, suffix: str, allowed: str) -> InputError:
     )
 
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_ .()\[\]-]{0,63}")
+
+
+def _is_name(text: str) -> bool:
+    """A column name of a CSV header: starts with a letter, and is not a spelling of a
+    non-finite number (a row of NaNs is data, refused as such, never skipped as a header)."""
+    t = text.strip()
+    return bool(_NAME.fullmatch(t)) and t.lower().lstrip("+-") not in {"nan", "inf", "infinity"}
+
+
 def _read_csv(path: str | os.PathLike[str], max_bytes: int) -> np.ndarray:
     name = os.fspath(path)
     text = _decode(_read_bytes(path, max_bytes), name)
@@ -431,6 +443,9 @@ def _read_csv(path: str | os.PathLike[str], max_bytes: int) -> np.ndarray:
             if not stripped or stripped.startswith("#"):
                 continue  # blank lines and numpy.savetxt-style comments
             fields = stripped.split(",")
+            if width is None and n == 0 and all(map(_is_name, fields)):
+                width = len(fields)  # a header row of names (not one field is a number)
+                continue
             if width is None:
                 width = len(fields)
             if len(fields) != width:

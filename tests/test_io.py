@@ -239,11 +239,27 @@ def test_csv_is_read_as_text_exactly(tmp_path: Path) -> None:
     assert fracs(read_points(write(tmp_path, "bom.csv", b"\xef\xbb\xbf1,2\n"))) == [[1, 2]]
 
 
+def test_csv_header_row_of_names_is_skipped(tmp_path: Path) -> None:
+    content = "x1, x_2 ,theta (rad)\n1,2,3\n1/2,0.25,-1\n"
+    assert fracs(read_points(write(tmp_path, "h.csv", content))) == [
+        [1, 2, 3],
+        [Fraction(1, 2), Fraction(1, 4), -1],
+    ]
+    # the header fixes the width: a row of another length is refused
+    message = "line 2: X[0]: expected 2 coordinates, got 3"
+    with raises_named(ShapeError, tmp_path / "w.csv", message):
+        read_points(write(tmp_path, "w.csv", "a,b\n1,2,3\n"))
+
+
 @pytest.mark.parametrize(
     ("content", "cls", "message"),
     [
         ("1,2\n3,x\n", NumberFormatError, "line 2: X[1][1]: 'x' is not a number"),
-        ("x,y\n1,2\n", NumberFormatError, "line 1: X[0][0]: 'x' is not a number"),
+        # a first row of names is a header (test above); rows mixing names and numbers, a
+        # second header and a first row of NaNs are data, refused as such
+        ("x,1\n1,2\n", NumberFormatError, "line 1: X[0][0]: 'x' is not a number"),
+        ("x,y\nx,y\n1,2\n", NumberFormatError, "line 2: X[0][0]: 'x' is not a number"),
+        ("nan,inf\n1,2\n", NonFiniteError, "line 1: X[0][0]: 'nan' is not finite"),
         ("1,2\n\n3,4,5\n", ShapeError, "line 3: X[1]: expected 2 coordinates, got 3"),
         ("1,,2\n", NumberFormatError, "line 1: X[0][1]: '' is not a number"),
         ("1,nan\n", NonFiniteError, "line 1: X[0][1]: 'nan' is not finite"),
