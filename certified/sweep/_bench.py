@@ -66,7 +66,7 @@ def _on_cluster(specs: list[dict], workers: int, scratch: Path) -> float:
             n_workers=workers,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            dashboard_address=":0",
             silence_logs=logging.ERROR,
         ) as cluster,
         Client(cluster, set_as_default=False) as client,
