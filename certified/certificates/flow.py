@@ -20,7 +20,13 @@ from certified.errors import InputError, ShapeError
 if TYPE_CHECKING:
     from certified.models import Piece, Schedule
 
-__all__ = ["exact_number", "flow_certificate", "laminar_flow_exact"]
+__all__ = [
+    "RELU_REGIONS_MAX_OPS",
+    "exact_number",
+    "flow_certificate",
+    "laminar_flow_exact",
+    "relu_regions_min_ops",
+]
 
 FORMAT_VERSION = 1
 _METHODS = ("laminar-exact", "relu-regions")  # smooth fields: certificates/field_flow.py
@@ -251,6 +257,38 @@ def relu_order(prec: int) -> int:
     while n < 100 and math.lgamma(n + 1) / math.log(2) < prec + 40:
         n += 1
     return n
+
+
+RELU_REGIONS_MAX_OPS = 10**8  # the checker's budget of rule relu-regions (a test pins it)
+
+
+def relu_regions_min_ops(schedule: Schedule, n_sets: int, boxes: bool, prec: int) -> int:
+    """A lower bound of the operation count that the checker's rule relu-regions charges,
+    before any replay, to a certificate of :func:`certified.flow.relu.relu_flow`'s hints on
+    ``n_sets`` points or boxes at ``prec`` bits: every piece entry costs ``(p + 1)(d + 1)``;
+    a ``regions`` entry (k >= 1 steps and windows) at least ``2 series (1 + d [boxes])``,
+    ``series = (N + 1)((d + 1)^2 + 3 (G + 2) p (d + 1))`` with the order N of
+    :func:`relu_order` and the grid G of the engine. The engine gives every non-laminar piece
+    a ``regions`` entry, except that a point may be an exact equilibrium of one of them.
+    Comparing it with :data:`RELU_REGIONS_MAX_OPS` lets ``certified flow`` refuse at once
+    rather than run the region engine for an hour to be refused by the checker.
+
+    Guarantee: none needed (untrusted); tests pin it below the checker's estimate.
+    """
+    from certified.flow.relu._model import parse_activation, relu_pieces
+    from certified.flow.relu._points import GRID
+
+    alpha = parse_activation(schedule.activation.value, schedule.slope)
+    d, order = schedule.dimension, relu_order(prec)
+    views = relu_pieces(schedule.pieces, alpha)
+    base = sum((q.source.width + 1) * (d + 1) for q in views)
+    regions = [
+        2 * (order + 1) * ((d + 1) ** 2 + 3 * (GRID + 2) * q.source.width * (d + 1))
+        for q in views
+        if not q.laminar
+    ]
+    per_set = sum(regions) * (1 + d * boxes) - (0 if boxes or not regions else max(regions))
+    return n_sets * (base + per_set)
 
 
 def _relu_hints(extra: Mapping[str, Any]) -> dict[str, Any]:

@@ -124,12 +124,18 @@ def run(args: argparse.Namespace) -> int:
             "omit --time or give that value"
         )
     progress = Progress("flow")
-    # the region engine: its hints make a certificate (the vectorised one has no checker rule)
     what = "boxes" if args.boxes is not None else "points"
+    refusal = _relu_over_budget(schedule, n, what, args.prec)
     with progress.stage(f"enclosing the flow of {n} {what}"):
-        result = enclose_flow(schedule, start, prec=args.prec, method="regions")
-    cert = flow_certificate_for(schedule, start, result)
-    verdict, path, message = "UNDECIDED", None, result.message
+        if refusal is None:  # the region engine: its hints make a certificate
+            result = enclose_flow(schedule, start, prec=args.prec, method="regions")
+        else:  # no certificate can be accepted: the vectorised engine's enclosures, if it applies
+            result = _vectorised_or_none(schedule, start, args.prec)
+    cert = None if refusal else flow_certificate_for(schedule, start, result)
+    verdict, path = "UNDECIDED", None
+    message = refusal if refusal else result.message
+    if refusal and result is not None:
+        message += "; the enclosures shown are the vectorised engine's (53 bits), without a certificate"
     if cert is not None:
         with progress.stage("writing the certificate, re-checked by the checker first"):
             path, check = write_if_accepted(args.out, cert)
@@ -137,15 +143,15 @@ def run(args: argparse.Namespace) -> int:
             verdict = "VERIFIED"
         else:
             message = f"the certificate was not accepted by the checker: {check.reason}"
-    elif result.status.value == "success":
+    elif refusal is None and result.status.value == "success":
         message = (
             "no checker rule covers boxes of tanh / sigmoid flows (points are covered)"
             if args.boxes is not None and schedule.activation.value in ("tanh", "sigmoid")
             else "no checker rule covers this schedule yet"
         )
     seconds = time.perf_counter() - t0
-    ok = result.status.value == "success"
-    enc = result.final
+    ok = result is not None and result.status.value == "success"
+    enc = result.final if ok else None
     if args.json:
         out = command_json("flow", verdict, path, seconds, message=message)
         if ok:
@@ -169,6 +175,39 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"certified flow: {message}", file=sys.stderr)
     return 1
+
+
+def _relu_over_budget(schedule, n: int, what: str, prec) -> str | None:
+    """Why no relu-regions certificate of these sets can be accepted (the checker's replay
+    budget, known before any work), or None."""
+    from certified.arith.ball import check_precision
+    from certified.certificates.flow import RELU_REGIONS_MAX_OPS, relu_regions_min_ops
+    from certified.flow.relu import DEFAULT_PREC
+
+    prec = DEFAULT_PREC if prec is None else check_precision(prec)
+    need = relu_regions_min_ops(schedule, n, what == "boxes", prec)
+    if need <= RELU_REGIONS_MAX_OPS:
+        return None
+    most = n * RELU_REGIONS_MAX_OPS // need
+    return (
+        f"no certificate: rule relu-regions would charge at least {need:.2g} operations for "
+        f"{n} {what}, over the checker's limit {RELU_REGIONS_MAX_OPS:.0g} (at most {most} "
+        f"{what} of this schedule per certificate)"
+    )
+
+
+def _vectorised_or_none(schedule, start, prec):
+    """The vectorised engine's enclosures (53 bits, no certificate), or None when it does
+    not apply (a --prec other than 53, parameters that are not doubles)."""
+    from certified.errors import InputError
+    from certified.flow.api import enclose_flow
+
+    if prec not in (None, 53):
+        return None
+    try:
+        return enclose_flow(schedule, start, method="vectorised")
+    except InputError:
+        return None
 
 
 def _read_start(args, d: int, what: str):

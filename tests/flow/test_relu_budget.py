@@ -1,0 +1,128 @@
+"""``certified flow`` on ReLU schedules refuses at once when the checker's budget of rule
+relu-regions cannot admit the certificate: the producer's lower bound
+(:func:`certified.certificates.flow.relu_regions_min_ops`) never exceeds what the checker charges
+(a certificate is rejected for "resource limit" once the budget is set just below the bound),
+and the CLI then writes nothing, exits 1 and says why, without running the region engine."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+import certified.checker._relu_rule as relu_rule
+from certified.certificates.flow import RELU_REGIONS_MAX_OPS, relu_regions_min_ops
+from certified.checker import check_certificate
+from certified.cli import main
+from certified.flow.api import enclose_flow, flow_certificate_for
+from certified.models import Schedule
+
+
+def _schedule(seed: int, d: int, p: int, pieces: int, laminar_head: bool = False) -> dict:
+    rng = np.random.default_rng(seed)
+    out = [
+        {
+            "duration": "1/4",
+            "W": (rng.standard_normal((d, p)) / 2).tolist(),
+            "A": rng.standard_normal((p, d)).tolist(),
+            "b": (rng.standard_normal(p) / 2).tolist(),
+        }
+        for _ in range(pieces)
+    ]
+    if laminar_head:  # normal e_1, motion orthogonal to it
+        out.insert(0, {"duration": "1/8", "W": [[0]] + [[1]] * (d - 1), "A": [[1] + [0] * (d - 1)],
+                       "b": ["1/4"]})  # fmt: skip
+    return {"dimension": d, "activation": "relu", "pieces": out}
+
+
+def test_the_producer_budget_is_the_checker_budget():
+    assert RELU_REGIONS_MAX_OPS == relu_rule.MAX_RELU_OPS
+
+
+@pytest.mark.parametrize(
+    ("seed", "d", "p", "pieces", "laminar_head", "boxes"),
+    [(0, 2, 3, 2, False, False), (1, 3, 2, 3, True, False), (2, 2, 3, 2, True, True)],
+)
+def test_lower_bound_never_exceeds_the_checkers_charge(
+    monkeypatch, seed, d, p, pieces, laminar_head, boxes
+):
+    schedule = Schedule.from_json(_schedule(seed, d, p, pieces, laminar_head))
+    rng = np.random.default_rng(seed + 7)
+    X = rng.uniform(-1, 1, (3, d))
+    if boxes:
+        from certified.arith import Interval
+
+        start = Interval(X, X + 2.0**-20)
+    else:
+        start = X
+    cert = flow_certificate_for(schedule, start, enclose_flow(schedule, start, method="regions"))
+    assert cert is not None and cert["hints"]["method"] == "relu-regions"
+    assert check_certificate(cert).verified
+    bound = relu_regions_min_ops(schedule, len(start), boxes, 128)
+    monkeypatch.setattr(relu_rule, "MAX_RELU_OPS", bound - 1)
+    verdict = check_certificate(cert)
+    assert not verdict.verified and "resource limit" in verdict.reason
+
+
+def test_an_exact_equilibrium_is_charged_no_more_than_the_bound(monkeypatch):
+    """A point that is an exact equilibrium of the first general piece gets an "equilibrium"
+    entry there (no series cost): the bound subtracts one general piece per point."""
+    spec = _schedule(4, 2, 2, 1)
+    for piece in spec["pieces"]:
+        piece["b"] = [0, -1]  # x = 0 lies on the first plane, f(0) = 0 exactly
+    schedule = Schedule.from_json(spec)
+    start = np.zeros((1, 2))
+    res = enclose_flow(schedule, start, method="regions")
+    cert = flow_certificate_for(schedule, start, res)
+    kinds = [e["kind"] for e in cert["hints"]["points"][0]]
+    assert kinds[0] == "equilibrium" and check_certificate(cert).verified
+    bound = relu_regions_min_ops(schedule, 1, False, 128)
+    monkeypatch.setattr(relu_rule, "MAX_RELU_OPS", bound - 1)
+    assert "resource limit" in check_certificate(cert).reason
+
+
+def _bench_shape(tmp_path, n: int, pieces: int = 64):
+    """The flow bench's ReLU ensemble (d = p = 16, pieces of 1/64), its first n points."""
+    rng = np.random.default_rng(0)
+    d = p = 16
+    W = [rng.normal(size=(d, p)) / np.sqrt(p) for _ in range(pieces)]
+    A = [rng.normal(size=(p, d)) for _ in range(pieces)]
+    b = [rng.normal(size=p) for _ in range(pieces)]
+    X = rng.uniform(-1, 1, size=(n, d))
+    spec = {"dimension": d, "activation": "relu", "pieces": [
+        {"duration": f"1/{pieces}", "W": W[j].tolist(), "A": A[j].tolist(), "b": b[j].tolist()}
+        for j in range(pieces)]}  # fmt: skip
+    s, x = tmp_path / "schedule.json", tmp_path / "points.json"
+    s.write_text(json.dumps(spec))
+    x.write_text(json.dumps({"X": X.tolist()}))
+    return s, x
+
+
+@pytest.mark.parametrize("prec", [None, "256"])
+def test_cli_refuses_at_once_over_the_budget(tmp_path, capsys, prec):
+    s, x = _bench_shape(tmp_path, 4)
+    out = tmp_path / "cert.json"
+    args = ["flow", "--schedule", str(s), "--points", str(x), "--out", str(out), "--json"]
+    assert main(args + (["--prec", prec] if prec else [])) == 1
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["verdict"] == "UNDECIDED" and payload["certificate"] is None
+    assert "checker's limit" in payload["message"]
+    most = int(re.search(r"at most (\d+) points", payload["message"]).group(1))
+    schedule = Schedule.from_json(json.loads(s.read_text()))
+    bits = int(prec or 128)  # the region engine's default precision
+    assert relu_regions_min_ops(schedule, most, False, bits) <= RELU_REGIONS_MAX_OPS
+    assert relu_regions_min_ops(schedule, most + 1, False, bits) > RELU_REGIONS_MAX_OPS
+    assert not out.exists()
+    if prec is None:  # the vectorised engine's enclosures are still given (53 bits)
+        assert len(payload["enclosures"]) == 4 and "without a certificate" in payload["message"]
+    else:
+        assert "enclosures" not in payload
+
+
+def test_cli_still_certifies_within_the_budget(tmp_path, capsys):
+    s, x = _bench_shape(tmp_path, 1, pieces=2)
+    out = tmp_path / "cert.json"
+    assert main(["flow", "--schedule", str(s), "--points", str(x), "--out", str(out)]) == 0
+    assert "VERIFIED" in capsys.readouterr().out and out.exists()
