@@ -1,0 +1,132 @@
+"""``certified sweep`` on the command line, and the optional extra staying optional."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from certified.cli import main
+from certified.commands.registry import COMMANDS
+
+PACKAGE = Path(__file__).resolve().parents[2] / "certified"
+EXTRA = ("dask", "distributed", "pandas", "pyarrow")
+
+
+def _run(capsys, *argv):
+    code = main(list(map(str, argv)))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("family", [r.name for r in COMMANDS if r.sweep])
+def test_init_prints_a_commented_example_spec(capsys, family):
+    code, out, err = _run(capsys, "sweep", "init", family)
+    assert code == 0 and err == ""
+    assert out.startswith("# certified sweep spec")
+    assert tomllib.loads(out)["family"] == family
+
+
+def _spec(tmp_path, obj):
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(obj))
+    return path
+
+
+H2 = {
+    "family": "lipschitz",
+    "statement": "H2",
+    "generate": [{"kind": "random", "seed": 3, "count": 6, "n": [1, 3], "d": 2, "k": 2}],
+}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["init"], "init: name a family"),
+        (["init", "bogus"], "family: 'bogus' is not a sweep family"),
+        (["{spec:family=bogus}", "--out", "{out}"], "family: 'bogus' is not a sweep family"),
+        (["{spec:grid}", "--out", "{out}"], "generate[0].grid.N: -4 is not an integer"),
+        (["{spec}", "--out", "{out}", "--scheduler", "tcp://127.0.0.1:9"], "cannot reach"),
+        (["{spec}", "--out", "{out}", "--workers", "0"], "--workers: 0"),
+        (["{spec}"], "out: give an output directory"),
+        (["{missing}", "--out", "{out}"], "cannot read the spec"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(capsys, tmp_path, argv, message):
+    specs = {
+        "{spec}": _spec(tmp_path, H2),
+        "{spec:family=bogus}": _spec(tmp_path / "..", {**H2, "family": "bogus"}),
+        "{missing}": tmp_path / "missing.toml",
+        "{out}": tmp_path / "out",
+    }
+    grid = {"family": "interpolate", "generate": [{"kind": "grid", "grid": {"N": [-4]}}]}
+    (tmp_path / "g").mkdir()
+    specs["{spec:grid}"] = _spec(tmp_path / "g", grid)
+    code, out, err = _run(capsys, "sweep", *[specs.get(a, a) for a in argv])
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("certified sweep: ") and message in err
+    assert "Traceback" not in err and out == ""
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_sweep_on_one_worker_then_check_every_certificate(capsys, tmp_path):
+    spec = _spec(tmp_path, H2)
+    code, out, err = _run(capsys, "sweep", spec, "--out", tmp_path / "out", "--workers", 1,
+                          "--json")  # fmt: skip
+    assert code == 0 and err == ""  # no progress bar off a terminal
+    result = json.loads(out)
+    assert result["command"] == "sweep" and result["instances"] == 6
+    assert sum(result["counts"].values()) == 6 and result["failed"] == 0
+    certificates = sorted((tmp_path / "out" / "certificates").glob("*.json"))
+    assert len(certificates) == 6
+    code, out, _ = _run(capsys, "check", *certificates)
+    assert code == 0 and out.count("VERIFIED lipschitz") == 6
+    assert (tmp_path / "out" / "plots" / "lipschitz_ratio_vs_n.png").stat().st_size > 0
+
+
+_PROBE = """
+import json, sys
+import certified, certified.cli, certified.sweep, certified.sweep.spec, certified.sweep.families
+import certified.sweep.tasks, certified.sweep.command
+import certified.interpolation, certified.attention, certified.transport, certified.moments
+import certified.flow, certified.checker, certified.bench, certified.demo
+from certified.sweep import load_spec
+spec = load_spec({"family": "lipschitz", "generate": [
+    {"kind": "random", "seed": 1, "count": 3, "n": 2, "d": 2, "k": 2}]})
+spec.instances()
+from certified.cli import main
+main(["sweep", "init", "interpolate"])
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in EXTRA)))
+""".replace("EXTRA", repr(EXTRA))
+
+
+def test_the_package_imports_no_dask_pandas_or_pyarrow_until_a_sweep_runs():
+    r = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True,
+                       timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == []
+
+
+def _imported_tops(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    tops = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            tops |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            tops.add(node.module.split(".")[0])
+    return tops
+
+
+def test_only_the_sweep_driver_names_the_extra():
+    allowed = {"run.py", "table.py", "_bench.py"}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        bad = _imported_tops(path) & set(EXTRA)
+        inside = path.parent.name == "sweep" and path.name in allowed
+        assert not bad or inside, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
