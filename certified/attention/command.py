@@ -27,12 +27,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--instance", type=Path, required=True, help="instance JSON file")
     parser.add_argument("--hypothesis", required=True, choices=("H1", "H2", "H3", "flow"))
     parser.add_argument("--out", type=Path, required=True, help="certificate file to write")
-    parser.add_argument("--prec", type=int, default=128, help="working precision in bits (128)")
+    parser.add_argument(
+        "--prec", type=int, default=None, help="working precision in bits (128; --domain: 64)"
+    )
     parser.add_argument(
         "--domain",
         action="store_true",
-        help="H1/H2: decide over all of (B_R)^n (n = rows of X) from an interval Jacobian; "
-        "succeeds only for small |A| R^2; no certificate",
+        help="H1/H2: decide over all of (B_R)^n (n = rows of X) by adaptive subdivision; "
+        "writes a lipschitz-domain certificate (proofs/lipschitz.md section 5)",
+    )
+    parser.add_argument(
+        "--factor",
+        default="1",
+        help="--domain: multiply the right-hand side by this exact number (default 1)",
+    )
+    parser.add_argument(
+        "--max-cells", type=int, default=200_000, help="--domain: cell budget (200000)"
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=600.0, help="--domain: time budget in seconds (600)"
     )
     parser.add_argument(
         "--search",
@@ -64,7 +77,14 @@ def _verdict(args: argparse.Namespace):
     from certified.attention.lipschitz import check_attention_hypothesis, check_on_domain
 
     if args.domain:
-        return check_on_domain(inst, args.hypothesis, prec=args.prec)
+        return check_on_domain(
+            inst,
+            args.hypothesis,
+            prec=args.prec,
+            factor=args.factor,
+            max_cells=args.max_cells,
+            seconds=args.seconds,
+        )
     return check_attention_hypothesis(inst, args.hypothesis, prec=args.prec)
 
 
@@ -96,7 +116,11 @@ def run(args: argparse.Namespace) -> int:
     from certified.errors import InputError
 
     t0 = time.perf_counter()
+    if args.prec is None:
+        args.prec = 64 if args.domain else 128
     check_precision(args.prec, "--prec")
+    if args.domain and (args.max_cells < 1 or not 0 < args.seconds <= 86400):
+        raise InputError("--max-cells, --seconds: give at least 1 cell and 0 < seconds <= 86400")
     if (args.search or args.domain) and args.hypothesis not in ("H1", "H2"):
         raise InputError("--search, --domain: only with --hypothesis H1 or H2")
     progress = Progress("lipschitz")

@@ -29,7 +29,7 @@ from certified.arith.exact import to_fmpq, to_fmpq_array
 from certified.attention.instance import AttentionInstance
 from certified.attention.maps import attention_jacobian, attention_map, to_numpy_mid
 from certified.attention.norms import exact_norm_upper, spectral_norm_upper
-from certified.errors import CertifiedError, InputError
+from certified.errors import InputError
 from certified.verdict import Outcome
 
 __all__ = [
@@ -362,69 +362,28 @@ def _certificate(inst: AttentionInstance, claim: dict, hints: dict) -> dict[str,
 
 
 def check_on_domain(
-    inst: AttentionInstance, hypothesis: str, n: int | None = None, *, prec: int = DEFAULT_PREC
+    inst: AttentionInstance,
+    hypothesis: str,
+    n: int | None = None,
+    *,
+    prec: int = 64,
+    factor: Any = 1,
+    max_cells: int = 200_000,
+    seconds: float = 600.0,
 ) -> LipschitzVerdict:
-    """H1/H2 over the whole domain (B_R)^n from one interval Jacobian enclosure.
+    """H1/H2 over the whole domain (B_R)^n by adaptive subdivision of [−R, R]^{nd}
+    (:func:`certified.attention.domain.decide_on_domain`; proofs/lipschitz.md §5).
 
-    Every coordinate of every token is the ball [−R, R] (a box containing (B_R)^n); the ball
-    Jacobian then contains Df(X) for every X in the domain (proofs/bounds.md#attention-jacobian)
-    and its certified spectral bound bounds sup ‖Df‖₂ = Lip(f|(B_R)^n). The wrapping of wide
-    balls makes this succeed only for small ‖A‖R² (UNDECIDED otherwise); there is no checker
-    rule for domain claims in version 1 (``certificate`` is None).
+    ``factor`` scales the right-hand side (1: the hypothesis itself); ``max_cells`` and
+    ``seconds`` bound the work (UNDECIDED when exhausted). VERIFIED and REFUTED carry a
+    ``lipschitz-domain`` certificate (not yet checked; the CLI checks it before writing).
 
-    Guarantee: VERIFIED ⇒ Lip(f|(B_R)^n) = sup ‖Df‖₂ ≤ lhs_upper ≤ RHS (the hypothesis holds
-    for these Q, K, V, R, n).
+    Guarantee: VERIFIED ⇒ Lip(f|(B_R)^n) = sup ‖Df‖₂ ≤ lhs_upper ≤ factor·RHS (the hypothesis
+    holds for these Q, K, V, R, n when factor = 1); REFUTED ⇒ ‖Df(X)‖₂ > factor·RHS at the
+    certified X in (B_R)^n.
     """
-    prec = check_precision(prec)
-    if hypothesis not in HYPOTHESES:
-        raise InputError(f"hypothesis: {hypothesis!r}; use one of {', '.join(HYPOTHESES)}")
-    if n is None:
-        if inst.X is None:
-            raise InputError('n: give n or a point cloud "X" (its number of rows is n)')
-        n = inst.X.shape[0]
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 64:
-        raise InputError(f"n: {n!r}; give an integer 1 <= n <= 64")
-    hv, hm = norm_hint(inst.V, prec), norm_hint(inst.K.T @ inst.Q, prec)
-    rhs_lo, rhs_hi = rhs_bounds(
-        hypothesis,
-        (hv["lower"], hv["upper"]),
-        (hm["lower"], hm["upper"]),
-        inst.R,
-        n,
-        inst.k,
-        prec,
-    )
-    with precision(prec):
-        r = flint.arb(inst.R)
-        box = [[flint.arb(0, 1) * r for _ in range(inst.d)] for _ in range(n)]
-    try:
-        up = spectral_norm_upper(attention_jacobian(inst.layer, box, prec=prec), prec)
-    except CertifiedError:  # non-finite balls: the enclosure is useless
-        up = None
-    statement = (
-        f"{hypothesis} holds for these Q, K, V, R and n = {n}: sup over (B_R)^n of ‖Df‖₂ "
-        "(= the Lipschitz constant there) <= lhs_upper <= rhs_lower <= RHS"
-    )
-    if up is not None and up <= rhs_lo:
-        return LipschitzVerdict(
-            hypothesis,
-            Outcome.VERIFIED,
-            None,
-            up,
-            rhs_lo,
-            rhs_hi,
-            statement,
-            message=f"sup ‖Df‖₂ <= {float(up):.6g} <= {float(rhs_lo):.6g} over (B_R)^n",
-        )
-    shown = "not finite" if up is None else f"{float(up):.6g}"
-    return LipschitzVerdict(
-        hypothesis,
-        Outcome.UNDECIDED,
-        None,
-        up,
-        rhs_lo,
-        rhs_hi,
-        "",
-        message=f"the interval Jacobian over (B_R)^n gives sup ‖Df‖₂ <= {shown}, not below "
-        f"{float(rhs_lo):.6g}; wrapping grows with ‖A‖R² (use a smaller R or check at X)",
+    from certified.attention.domain import decide_on_domain
+
+    return decide_on_domain(
+        inst, hypothesis, n, factor=factor, prec=prec, max_cells=max_cells, seconds=seconds
     )

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from ._cube_rule import check_cube_v1
 from ._interpolation_rule import check_interpolation_v1
+from ._lipschitz_domain_rule import check_lipschitz_domain_v1
 from ._lipschitz_rule import check_lipschitz_v1
 from ._parse import (
     MAX_BYTES,
@@ -46,6 +47,7 @@ KINDS = {  # the known certificate kinds and, for each, the checker of each know
     "flow": {1: check_flow_v1},
     "separation": {1: check_separation_v1},
     "lipschitz": {1: check_lipschitz_v1},
+    "lipschitz-domain": {1: check_lipschitz_domain_v1},
     "wasserstein": {1: check_wasserstein_v1},
     "interpolation": {1: check_interpolation_v1},
     "transport-to-cube": {1: check_cube_v1},

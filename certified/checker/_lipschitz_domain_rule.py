@@ -1,0 +1,164 @@
+"""Kind ``lipschitz-domain`` v1: H1 / H2 over all of (B_R)^n (proofs/lipschitz.md §5).
+
+VERIFIED: sup over (B_R)^n of ‖Df‖₂ ≤ lhs_upper ≤ rhs_lower ≤ factor·RHS. The hints are the
+leaves of a binary subdivision of [−R, R]^{nd} (midpoint splits, preorder), so they cover it by
+construction; a leaf is dropped (bound "drop") only if it misses the ball product or the
+fundamental domain of the token permutations and X ↦ −X (exact tests); every other leaf's ball
+Jacobian (tight softmax form, bounds.md #domain-jacobian) has ‖J‖₂ < its bound ≤ lhs_upper.
+REFUTED: at an exact X in (B_R)^n, ‖Df(X)v‖/‖v‖ ≥ lhs_lower > rhs_upper ≥ factor·RHS."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flint
+
+from ._lipschitz_rule import _gram_gap, _jacobian, _pd, norm_bounds
+from ._parse import Rejected, exact, fields, matrix, positive, small_integer, string, vector
+
+MAX_DOMAIN_COST = 2 * 10**8  # Σ over kept leaves of (nd)³ (1 + precision / 64): ball operations
+MAX_NODES = 2**22  # entries of the split sequence
+MAX_DEPTH = 512  # splits from the root to a leaf
+
+
+def _tight_jacobian(A: Any, V: Any, X: list) -> flint.arb_mat:
+    """Df over the ball tokens X: P_ij = 1 / Σ_l e^{u_i·(x_l − x_j)}, u_i = Aᵀx_i;
+    J_il = P_il V (I + (x_l − m_i) u_iᵀ) + δ_il V Cov_i Aᵀ with x_l − m_i = Σ_j P_ij (x_l − x_j),
+    Cov_i = Σ_{j<l} P_ij P_il (x_j − x_l)(x_j − x_l)ᵀ (bounds.md #domain-jacobian)."""
+    n, d, At = len(X), len(X[0]), A.transpose()
+    U = [[sum((A[c, b] * X[i][c] for c in range(d)), flint.arb(0)) for b in range(d)]
+         for i in range(n)]  # fmt: skip
+    D = [[[X[t][b] - X[j][b] if t != j else flint.arb(0) for b in range(d)] for j in range(n)]
+         for t in range(n)]  # fmt: skip
+    J = [[flint.arb(0)] * (n * d) for _ in range(n * d)]
+    for i in range(n):
+        P = [1 / sum((sum((U[i][b] * D[t][j][b] for b in range(d)), flint.arb(0)).exp()
+                      for t in range(n) if t != j), flint.arb(1)) for j in range(n)]  # fmt: skip
+        cov = [[flint.arb(0)] * d for _ in range(d)]
+        for j in range(n):
+            for t in range(j + 1, n):
+                w = P[j] * P[t]
+                for a in range(d):
+                    for b in range(d):
+                        cov[a][b] += w * D[j][t][a] * D[j][t][b]
+        C = V * flint.arb_mat(cov) * At
+        for t in range(n):
+            y = [sum((P[j] * D[t][j][b] for j in range(n)), flint.arb(0)) for b in range(d)]
+            Vy = [sum((V[a, b] * y[b] for b in range(d)), flint.arb(0)) for a in range(d)]
+            for a in range(d):
+                for b in range(d):
+                    v = P[t] * (V[a, b] + Vy[a] * U[i][b])
+                    J[i * d + a][t * d + b] = v + C[a, b] if t == i else v
+    return flint.arb_mat(J)
+
+
+def _dropped(box: list, R2: Any, n: int, d: int) -> bool:
+    """Exact: the box misses (B_R)^n, or the set F = {x_{0,0} ≥ … ≥ x_{n−1,0},
+    x_{0,0} + x_{n−1,0} ≥ 0} (bounds.md #domain-symmetry)."""
+    for i in range(n):
+        near = [max(lo, -hi, 0) for lo, hi in box[i * d : i * d + d]]
+        if sum(t * t for t in near) > R2:
+            return True
+    t = box[0][1]  # greedy non-increasing choice of the first coordinates
+    for i in range(1, n):
+        t = min(t, box[i * d][1])
+        if t < box[i * d][0]:
+            return True
+    return box[0][1] + box[(n - 1) * d][1] < 0
+
+
+def _leaves(tree: Any, R: Any, nd: int):
+    """Yield the leaf boxes of the split sequence in preorder (stack of pending boxes)."""
+    if not isinstance(tree, list) or not 1 <= len(tree) <= MAX_NODES:
+        raise Rejected(f"hints.tree: expected an array of 1 to {MAX_NODES} integers")
+    stack, pos = [([(-R, R)] * nd, 0)], 0
+    while stack:
+        box, depth = stack.pop()
+        if pos >= len(tree):
+            raise Rejected("hints.tree: ends before the subdivision is complete")
+        s = small_integer(tree[pos], f"hints.tree[{pos}]", -1, nd - 1)
+        pos += 1
+        if s < 0:
+            yield box
+            continue
+        if depth >= MAX_DEPTH:
+            raise Rejected(f"hints.tree: deeper than {MAX_DEPTH} splits")
+        lo, hi = box[s]
+        mid = (lo + hi) / 2
+        left, right = list(box), list(box)
+        left[s], right[s] = (lo, mid), (mid, hi)
+        stack += [(right, depth + 1), (left, depth + 1)]  # left is visited first
+    if pos != len(tree):
+        raise Rejected("hints.tree: entries after the subdivision is complete")
+
+
+def check_lipschitz_domain_v1(instance: Any, claim: Any, hints: Any) -> str:
+    """Check a lipschitz-domain certificate; return a summary or raise Rejected."""
+    inst = fields(instance, "instance", ("Q", "K", "V", "R", "n"))
+    Q = matrix(inst["Q"], "instance.Q", None, None)
+    k, d = len(Q), len(Q[0])
+    K, V = matrix(inst["K"], "instance.K", k, d), matrix(inst["V"], "instance.V", d, d)
+    R, n = positive(inst["R"], "instance.R"), small_integer(inst["n"], "instance.n", 1, 64)
+    refuted = isinstance(claim, dict) and claim.get("verdict") == "REFUTED"
+    lk, rk = ("lhs_lower", "rhs_upper") if refuted else ("lhs_upper", "rhs_lower")
+    extra = ("X", "vector") if refuted else ()
+    c = fields(claim, "claim", ("hypothesis", "verdict", "factor", lk, rk, *extra))
+    hyp = string(c["hypothesis"], "claim.hypothesis", ("H1", "H2"))
+    string(c["verdict"], "claim.verdict", ("REFUTED", "VERIFIED"))
+    lhs, rhs = exact(c[lk], f"claim.{lk}"), exact(c[rk], f"claim.{rk}")
+    factor = positive(c["factor"], "claim.factor")
+    if (refuted and not lhs > rhs) or (not refuted and not 0 <= lhs <= rhs):
+        raise Rejected(f"claim: need {lk} {'>' if refuted else '<='} {rk}")
+    h = fields(hints, "hints", ("precision", "norms") + (() if refuted else ("tree", "bounds")))
+    prec, nd = small_integer(h["precision"], "hints.precision", 53, 4096), n * d
+    KtQ = [[sum(K[r][a] * Q[r][b] for r in range(k)) for b in range(d)] for a in range(d)]
+    if refuted:
+        X, v = matrix(c["X"], "claim.X", n, d), vector(c["vector"], "claim.vector", nd)
+        if any(sum(t * t for t in x) > R * R for x in X) or all(t == 0 for t in v):
+            raise Rejected("claim: need X in (B_R)^n and a nonzero vector")
+        if nd**2 * (1 + prec // 64) > MAX_DOMAIN_COST:
+            raise Rejected("resource limit: (nd)^2 (1 + precision / 64) is too large")
+    else:
+        bounds = h["bounds"]
+        if not isinstance(bounds, list) or not isinstance(h["tree"], list):
+            raise Rejected("hints: tree and bounds must be arrays")
+        kept = sum(b != "drop" for b in bounds)
+        if kept * nd**3 * (1 + prec // 64) > MAX_DOMAIN_COST:  # charged before any work
+            raise Rejected("resource limit: kept leaves * (nd)^3 * (1 + precision / 64)")
+    with flint.ctx.workprec(prec):
+        nv, nm = norm_bounds(h["norms"], V, KtQ, refuted)
+        if hyp == "H1":
+            RHS = nv * nm * flint.arb(R * R) * flint.arb(12 * n + 3).sqrt()
+        else:
+            RHS = (
+                flint.arb(3).sqrt() * nv * (nm * nm / k * flint.arb(R**4) * (4 * n + 1) + n).sqrt()
+            )
+        RHS *= flint.arb(factor)
+        A, Va = flint.arb_mat(KtQ) * (1 / flint.arb(k).sqrt()), flint.arb_mat(V)
+        if refuted:
+            Jv = _jacobian(A, Va, flint.arb_mat(X)) * flint.arb_mat([[t] for t in v])
+            num = sum((Jv[r, 0] * Jv[r, 0] for r in range(nd)), flint.arb(0))
+            ratio = (num / flint.arb(sum(t * t for t in v))).sqrt()
+            if not (ratio >= flint.arb(lhs) and RHS <= flint.arb(rhs)):
+                raise Rejected("claim: ‖Df(X)v‖/‖v‖ >= lhs_lower or RHS <= rhs_upper not certified")
+            return f"{hyp} REFUTED on (B_R)^n: n = {n}, d = {d}, ‖Df(X)‖₂ >= {lhs}"
+        if not RHS >= flint.arb(rhs):
+            raise Rejected("claim: factor * RHS >= rhs_lower not certified")
+        count = 0
+        for box in _leaves(h["tree"], R, nd):
+            if count >= len(bounds):
+                raise Rejected("hints.bounds: fewer entries than leaves")
+            b, where, count = bounds[count], f"hints.bounds[{count}]", count + 1
+            if b == "drop":
+                if not _dropped(box, R * R, n, d):
+                    raise Rejected(f"{where}: 'drop', but the leaf meets the fundamental domain")
+                continue
+            b = exact(b, where)
+            X = [[flint.arb(lo).union(flint.arb(hi)) for lo, hi in box[i * d : i * d + d]]
+                 for i in range(n)]  # fmt: skip
+            J = _tight_jacobian(A, Va, X)
+            if not (0 < b <= lhs and _pd(_gram_gap(J, flint.arb(b * b)))):
+                raise Rejected(f"{where}: ‖Df‖₂ < bound <= lhs_upper not certified on the leaf")
+        if count != len(bounds):
+            raise Rejected("hints.bounds: more entries than leaves")
+    return f"{hyp} VERIFIED on (B_R)^n: n = {n}, d = {d}, {count} leaves, sup ‖Df‖₂ <= {lhs}"

@@ -1,0 +1,276 @@
+"""H1/H2 over the whole domain (B_R)^n by subdivision (certified/attention/domain.py) and the
+checker rule of kind ``lipschitz-domain``: the cell Jacobian contains 110-digit references,
+the drop test never drops a point of the fundamental domain, the symmetry lemma holds, true
+instances are VERIFIED with certificates the checker accepts, the false variant (RHS/10) is
+never VERIFIED, tampered certificates are rejected, bad input raises InputError."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+
+import flint
+import mpmath
+import numpy as np
+import pytest
+from attention_reference import reference_jacobian
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mpmath import mp
+
+from certified.arith.ball import endpoints, precision
+from certified.attention.domain import cell_jacobian, decide_on_domain, dropped
+from certified.attention.family import float_jacobian, tightness_configuration
+from certified.attention.instance import parse_attention_instance
+from certified.checker import check_certificate
+from certified.errors import InputError
+
+Q = flint.fmpq
+
+
+def _mpq(x):
+    return mpmath.mpf(int(x.p)) / int(x.q)
+
+
+def _ref_norm(inst, X):
+    """110-digit ‖Df(X)‖₂ (complex-step Jacobian, mpmath SVD)."""
+    J = reference_jacobian([(inst.Q.tolist(), inst.K.tolist(), inst.V.tolist(), None)], X)
+    with mp.workdps(110):
+        return max(mpmath.svd_r(mpmath.matrix(J), compute_uv=False))
+
+
+def _ref_rhs(inst, n, hypothesis="H2"):
+    with mp.workdps(60):
+        M = lambda a: mpmath.matrix([[_mpq(v) for v in row] for row in a])  # noqa: E731
+        nv = max(mpmath.svd_r(M(inst.V), compute_uv=False))
+        nm = max(mpmath.svd_r(M(inst.K.T @ inst.Q), compute_uv=False))
+        r = _mpq(inst.R)
+        if hypothesis == "H1":
+            return nv * nm * r**2 * mpmath.sqrt(12 * n + 3)
+        return mpmath.sqrt(3) * nv * mpmath.sqrt(nm**2 / inst.k * r**4 * (4 * n + 1) + n)
+
+
+def _instance(Qm, Km, Vm, R, n=1):
+    d = len(Vm)
+    return parse_attention_instance({"Q": Qm, "K": Km, "V": Vm, "R": R, "X": [[0] * d] * n})
+
+
+BASE = _instance([[1, "1/2"], [0, -1]], [["1/2", 1], ["-1/4", "3/4"]], [[1, "1/3"], [0, 1]], 1)
+
+entries = st.sampled_from([-1, "-1/2", "-1/4", 0, "1/4", "1/2", 1, "3/2"])
+
+
+@settings(max_examples=12)
+@given(st.data())
+def test_cell_jacobian_contains_the_reference(data):
+    n, d = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 2))
+    mats = [[[data.draw(entries) for _ in range(d)] for _ in range(d)] for _ in range(3)]
+    inst = _instance(*mats, 1)
+    lo = [Q(data.draw(st.integers(-8, 6)), 8) for _ in range(n * d)]
+    hi = [a + Q(data.draw(st.integers(1, 4)), 16) for a in lo]
+    with precision(64):
+        A = flint.arb_mat((inst.K.T @ inst.Q).tolist()) * (1 / flint.arb(inst.k).sqrt())
+        X = [[flint.arb(lo[i * d + b]).union(flint.arb(hi[i * d + b])) for b in range(d)]
+             for i in range(n)]  # fmt: skip
+        J = cell_jacobian(A, flint.arb_mat(inst.V.tolist()), X)
+    for t in (Q(0), Q(1, 3), Q(1)):
+        point = [[lo[i * d + b] + t * (hi[i * d + b] - lo[i * d + b]) for b in range(d)]
+                 for i in range(n)]  # fmt: skip
+        ref = reference_jacobian([(inst.Q.tolist(), inst.K.tolist(), inst.V.tolist(), None)],
+                                 point)  # fmt: skip
+        with mp.workdps(110):
+            for r, c in itertools.product(range(n * d), repeat=2):
+                a, b = endpoints(J[r, c])
+                tol = mpmath.mpf(10) ** -90 * (1 + abs(ref[r][c]))  # the reference's own error
+                assert _mpq(a) - tol <= ref[r][c] <= _mpq(b) + tol, (r, c)
+
+
+coords = st.integers(-16, 15).map(lambda k: Q(k, 16))
+
+
+@settings(max_examples=200)
+@given(st.integers(1, 3), st.integers(1, 2), st.data())
+def test_dropped_never_drops_a_point_of_the_fundamental_domain(n, d, data):
+    lo = [data.draw(coords) for _ in range(n * d)]
+    hi = [a + Q(data.draw(st.integers(1, 8)), 16) for a in lo]
+    R = Q(data.draw(st.sampled_from([1, 2, 3])), 2)
+    if not dropped(lo, hi, R, n, d):
+        return
+    for _ in range(20):  # random points and corners of the box lie outside (B_R)^n ∩ F
+        ts = [Q(data.draw(st.integers(0, 4)), 4) for _ in range(n * d)]
+        x = [a + t * (b - a) for a, b, t in zip(lo, hi, ts, strict=True)]
+        in_ball = all(sum(v * v for v in x[i * d : i * d + d]) <= R * R for i in range(n))
+        first = [x[i * d] for i in range(n)]
+        in_f = all(u >= w for u, w in itertools.pairwise(first)) and first[0] + first[-1] >= 0
+        assert not (in_ball and in_f)
+
+
+@settings(max_examples=40)
+@given(st.integers(1, 4), st.integers(1, 3), st.integers(0, 2**32 - 1))
+def test_symmetry_lemma_canonical_representative(n, d, seed):
+    # bounds.md #domain-symmetry: sorting tokens by the first coordinate (descending) and, if
+    # x_{0,0} + x_{n-1,0} < 0, negating and reversing, lands in F without changing ‖Df‖₂
+    rng = np.random.default_rng(seed)
+    A, V = rng.normal(size=(d, d)), rng.normal(size=(d, d))
+    X = rng.uniform(-1, 1, (n, d))
+    Y = X[np.argsort(-X[:, 0], kind="stable")]
+    if Y[0, 0] + Y[-1, 0] < 0:
+        Y = -Y[::-1]
+    assert all(Y[i, 0] >= Y[i + 1, 0] for i in range(n - 1)) and Y[0, 0] + Y[-1, 0] >= 0
+    a, b = (np.linalg.norm(float_jacobian(A, V, Z), 2) for Z in (X, Y))
+    assert abs(a - b) <= 1e-9 * max(1.0, a)
+
+
+def _samples(inst, n, count, seed):
+    rng = np.random.default_rng(seed)
+    R = float(inst.R)
+    out = [tightness_configuration(inst, n) * (1 - 2.0**-20)]
+    for _ in range(count):
+        X = rng.normal(size=(n, inst.d))
+        X *= R * rng.uniform(0.3, 1, (n, 1)) / np.linalg.norm(X, axis=1, keepdims=True)
+        out.append(X)
+    return out
+
+
+@pytest.mark.parametrize(("n", "R"), [(1, 1), (2, 1), (2, "3/2")])
+def test_true_instances_verified_with_certificate(n, R):
+    inst = _instance(BASE.Q.tolist(), BASE.K.tolist(), BASE.V.tolist(), R)
+    v = decide_on_domain(inst, "H2", n, max_cells=20_000, seconds=60)
+    assert v.verdict == "VERIFIED", v.message
+    assert check_certificate(v.certificate).verified
+    with mp.workdps(60):
+        assert _mpq(v.lhs_upper) <= _ref_rhs(inst, n)
+        for X in _samples(inst, n, 3, n):
+            assert _ref_norm(inst, X) <= _mpq(v.lhs_upper)
+
+
+@pytest.mark.parametrize("hypothesis", ["H1", "H2"])
+def test_false_variant_refuted_with_certificate(hypothesis):
+    v = decide_on_domain(BASE, hypothesis, 2, factor=Q(1, 10), max_cells=2000, seconds=30)
+    assert v.verdict == "REFUTED", v.message
+    assert check_certificate(v.certificate).verified
+    X = v.counterexample["X"]
+    with mp.workdps(60):
+        assert _ref_norm(BASE, X) >= _mpq(v.lhs_lower) > _ref_rhs(BASE, 2, hypothesis) / 10
+
+
+@settings(max_examples=10)
+@given(st.data())
+def test_false_variant_is_never_verified(data):
+    d, n = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2))
+    mats = [[[data.draw(entries) for _ in range(d)] for _ in range(d)] for _ in range(3)]
+    inst = _instance(*mats, data.draw(st.sampled_from(["1/2", 1])))
+    v = decide_on_domain(inst, "H2", n, factor=Q(1, 10), max_cells=400, seconds=10)
+    rhs10 = _ref_rhs(inst, n) / 10
+    with mp.workdps(60):
+        norm_v = max(mpmath.svd_r(mpmath.matrix([[_mpq(x) for x in r] for r in inst.V]),
+                                  compute_uv=False))  # fmt: skip
+        if norm_v > rhs10:  # ‖Df(0)‖₂ = ‖V‖₂: a point beyond RHS/10 exists
+            assert v.verdict != "VERIFIED"
+        if v.verdict == "VERIFIED":
+            for X in _samples(inst, n, 2, 0):
+                assert _ref_norm(inst, X) <= _mpq(v.lhs_upper) <= rhs10
+        if v.verdict == "REFUTED":
+            assert check_certificate(v.certificate).verified
+            assert _ref_norm(inst, v.counterexample["X"]) > rhs10
+
+
+@pytest.fixture(scope="module")
+def certificate():
+    v = decide_on_domain(BASE, "H2", 2, max_cells=20_000, seconds=60)
+    assert v.verdict == "VERIFIED" and check_certificate(v.certificate).verified
+    return v.certificate
+
+
+def _kept(cert):
+    return [i for i, b in enumerate(cert["hints"]["bounds"]) if b != "drop"]
+
+
+def _tamper_cell_removed(c):
+    c["hints"]["bounds"][_kept(c)[0]] = "drop"  # a kept leaf declared outside
+
+
+def _tamper_entry_dropped(c):
+    del c["hints"]["bounds"][_kept(c)[-1]]
+
+
+def _tamper_bound_lowered(c):
+    i = _kept(c)[len(_kept(c)) // 2]
+    c["hints"]["bounds"][i] = "1/1000"
+
+
+def _tamper_lhs_lowered(c):
+    c["claim"]["lhs_upper"] = "1/1000"
+
+
+def _tamper_rhs_raised(c):
+    c["claim"]["rhs_lower"] = "10000"
+    c["claim"]["lhs_upper"] = "10000"
+
+
+def _tamper_factor(c):
+    c["claim"]["factor"] = "1/10"
+
+
+def _tamper_split_moved(c):
+    tree = c["hints"]["tree"]
+    tree[0] = (tree[0] + 1) % 4  # the root split along another coordinate
+
+
+def _tamper_tree_truncated(c):
+    c["hints"]["tree"].pop()
+
+
+def _tamper_tree_extended(c):
+    c["hints"]["tree"].append(-1)
+
+
+def _tamper_radius(c):
+    c["instance"]["R"] = "2"
+
+
+def _tamper_more_tokens(c):
+    c["instance"]["n"] = 3
+
+
+def _tamper_value_matrix(c):
+    c["instance"]["V"][0][0] = "3"
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [_tamper_cell_removed, _tamper_entry_dropped, _tamper_bound_lowered, _tamper_lhs_lowered,
+     _tamper_rhs_raised, _tamper_factor, _tamper_split_moved, _tamper_tree_truncated,
+     _tamper_tree_extended, _tamper_radius, _tamper_more_tokens, _tamper_value_matrix],
+)  # fmt: skip
+def test_tampered_domain_certificates_are_rejected(certificate, tamper):
+    c = copy.deepcopy(certificate)
+    tamper(c)
+    assert not check_certificate(c).verified
+
+
+def test_tampered_refutations_are_rejected():
+    v = decide_on_domain(BASE, "H2", 2, factor=Q(1, 10), max_cells=100, seconds=10)
+    assert check_certificate(v.certificate).verified
+    for key, value in [("lhs_lower", "1000"), ("rhs_upper", "1/1000"), ("factor", "1")]:
+        c = copy.deepcopy(v.certificate)
+        c["claim"][key] = value
+        assert not check_certificate(c).verified, key
+    c = copy.deepcopy(v.certificate)
+    c["claim"]["X"][0] = ["2", "0"]  # outside B_1
+    assert not check_certificate(c).verified
+
+
+def test_bad_input_is_rejected():
+    with pytest.raises(InputError, match="n:"):
+        decide_on_domain(BASE, "H2", 0)
+    with pytest.raises(InputError, match="factor"):
+        decide_on_domain(BASE, "H2", 2, factor=0)
+    with pytest.raises(InputError, match="hypothesis"):
+        decide_on_domain(BASE, "H3", 2)
+
+
+def test_budget_exhaustion_is_undecided():
+    wide = _instance(BASE.Q.tolist(), BASE.K.tolist(), BASE.V.tolist(), 3)
+    v = decide_on_domain(wide, "H2", 4, max_cells=30, seconds=30, search=False)
+    assert v.verdict == "UNDECIDED" and v.certificate is None and "budget" in v.message
