@@ -1,0 +1,149 @@
+"""One instance at a time, without a cluster: every family adapter's rows and certificates,
+refused instances, a certificate the checker rejects never written, the progress bar."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from certified.arith.exact import to_fmpq
+from certified.checker import check_file
+from certified.io import read_json
+from certified.sweep import families as fam_module
+from certified.sweep import load_spec
+from certified.sweep.families import Result, attention_instance_json
+from certified.sweep.report import ProgressBar, summary_lines
+from certified.sweep.tasks import run_instance
+from certified.verdict import Outcome
+
+SPECS = [
+    {"family": "wasserstein", "generate": [
+        {"kind": "random", "seed": 1, "count": 2, "n": [3, 6], "m": [3, 6], "d": 2}]},
+    {"family": "separate", "generate": [
+        {"kind": "random", "seed": 1, "count": 2, "n": [2, 4], "d": [1, 2]}]},
+    {"family": "lipschitz", "statement": "H1", "generate": [
+        {"kind": "random", "seed": 1, "count": 3, "n": [2, 4], "d": 2, "k": 2}]},
+    {"family": "lipschitz", "statement": "H3", "generate": [
+        {"kind": "random", "seed": 1, "count": 2, "n": [2, 3], "d": 2, "k": 2}]},
+]  # fmt: skip
+KINDS = {"wasserstein": "wasserstein", "separate": "separation", "lipschitz": "lipschitz"}
+
+
+def _rows(raw, tmp_path):
+    spec = load_spec(raw)
+    return spec, [
+        run_instance(spec.core, i.key, i.params, i.path, str(tmp_path)) for i in spec.instances()
+    ]
+
+
+@pytest.mark.parametrize("raw", SPECS, ids=lambda r: f"{r['family']}-{r.get('statement')}")
+def test_every_family_writes_certificates_the_checker_verifies(raw, tmp_path):
+    spec, rows = _rows(raw, tmp_path)
+    for row in rows:
+        assert row["verdict"] in ("VERIFIED", "REFUTED"), row["reason"]
+        path = tmp_path / Path(row["certificate"]).name
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == row["certificate_sha256"]
+        verdict = check_file(path)
+        assert verdict.verified and verdict.kind == KINDS[spec.family], verdict.reason
+        cert = read_json(path)
+        if spec.family == "wasserstein":
+            assert to_fmpq(row["lower"]) <= to_fmpq(row["upper"])
+        if spec.family == "lipschitz":
+            assert cert["claim"]["verdict"] == row["verdict"]
+            assert cert["claim"]["hypothesis"] == spec.statement
+
+
+def test_random_attention_instances_lie_in_the_unit_ball():
+    for n, d in [(1, 1), (5, 2), (9, 7)]:
+        obj = attention_instance_json({"n": n, "d": d, "k": 2, "seed": n * d}, "H2")
+        for row in obj["X"]:
+            assert sum(to_fmpq(x) ** 2 for x in row) <= 1
+
+
+def test_file_instances_run_from_their_files(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    inst = attention_instance_json({"n": 3, "d": 2, "k": 2, "seed": 4}, "H2")
+    (data / "a.json").write_text(json.dumps(inst))
+    (tmp_path / "s.json").write_text(json.dumps({"family": "lipschitz", "statement": "H2",
+        "generate": [{"kind": "files", "paths": ["data/*.json"]}]}))  # fmt: skip
+    spec = load_spec(tmp_path / "s.json")
+    [i] = spec.instances()
+    row = run_instance(spec.core, i.key, i.params, i.path, str(tmp_path))
+    assert row["file"] == "data/a.json" and row["verdict"] in ("VERIFIED", "REFUTED")
+    assert check_file(tmp_path / Path(row["certificate"]).name).verified
+
+
+def test_an_instance_the_family_refuses_gives_an_undecided_row(tmp_path):
+    # N = 1 and p = 1 with identical random draws is fine; a dataset file with a duplicate
+    # point is what the construction refuses (DuplicatePointError)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "dup.json").write_text(json.dumps({"X": [[0, 0], [0, 0]],
+                                                         "Y": [[1, 1], [2, 2]]}))  # fmt: skip
+    pattern = str(tmp_path / "d" / "*.json")
+    spec = load_spec({"family": "interpolate", "generate": [{"kind": "files", "paths": [pattern]}]})
+    [i] = spec.instances()
+    row = run_instance(spec.core, i.key, i.params, i.path, str(tmp_path))
+    assert row["verdict"] == "UNDECIDED" and row["reason"].startswith("input: ")
+    assert "duplicate" in row["reason"].lower() or "equal" in row["reason"].lower()
+    assert row["certificate"] is None and not list(tmp_path.glob("*.json"))
+
+
+def test_a_certificate_the_checker_rejects_is_never_written(tmp_path, monkeypatch):
+    real = fam_module.LIPSCHITZ
+
+    def tampered(params, path, statement, options):
+        result = real.run(params, path, statement, options)
+        cert = json.loads(json.dumps(result.certificate))
+        claim = cert["claim"]
+        claim["verdict"] = "REFUTED" if claim["verdict"] == "VERIFIED" else "VERIFIED"
+        return Result(result.verdict, cert, "", result.columns)
+
+    monkeypatch.setattr(fam_module, "LIPSCHITZ", dataclasses.replace(real, run=tampered))
+    spec = load_spec({"family": "lipschitz", "generate": [
+        {"kind": "random", "seed": 2, "count": 2, "n": 2, "d": 2, "k": 2}]})  # fmt: skip
+    for i in spec.instances():
+        row = run_instance(spec.core, i.key, i.params, i.path, str(tmp_path))
+        assert row["verdict"] == Outcome.UNDECIDED.value
+        assert row["reason"].startswith("the checker did not accept the certificate")
+        assert row["certificate"] is None and row["certificate_sha256"] is None
+    assert list(tmp_path.iterdir()) == []
+
+
+class _Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_bar_shows_eta_on_a_terminal_only(monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    tty, pipe = _Tty(), io.StringIO()
+    for stream in (tty, pipe):
+        bar = ProgressBar(stream)
+        bar(0, 10)
+        bar(5, 10)
+        bar(10, 10)
+    assert "ETA" in tty.getvalue() and "5/10 50.0%" in tty.getvalue()
+    assert tty.getvalue().endswith("\n") and pipe.getvalue() == ""
+    monkeypatch.setenv("CI", "true")
+    quiet = _Tty()
+    ProgressBar(quiet)(3, 10)
+    assert quiet.getvalue() == ""
+
+
+def test_summary_counts_verdicts_and_reasons():
+    pd = pytest.importorskip("pandas")
+    table = pd.DataFrame({
+        "index": [0, 1, 2], "instance": ["a", "b", "c"], "seconds": [0.1, 0.3, 0.2],
+        "verdict": ["VERIFIED", "UNDECIDED", "UNDECIDED"], "reason": ["", "why", "why"],
+    })  # fmt: skip
+    table.attrs.update(computed=3, skipped=0, failed=[])
+    lines = summary_lines(table, 1.0, slowest=1)
+    assert "UNDECIDED 2, VERIFIED 1" in lines[0]
+    assert lines[1].startswith("slowest: #1 b 0.300 s")
+    assert lines[2] == "UNDECIDED x2: why"
