@@ -274,3 +274,47 @@ def test_budget_exhaustion_is_undecided():
     wide = _instance(BASE.Q.tolist(), BASE.K.tolist(), BASE.V.tolist(), 3)
     v = decide_on_domain(wide, "H2", 4, max_cells=30, seconds=30, search=False)
     assert v.verdict == "UNDECIDED" and v.certificate is None and "budget" in v.message
+
+
+def _cli(tmp_path, *extra):
+    import json
+
+    from certified.cli import main
+
+    path = tmp_path / "i.json"
+    body = {"Q": BASE.Q.tolist(), "K": BASE.K.tolist(), "V": BASE.V.tolist(), "R": "1"}
+    body = {k: [[str(x) for x in r] for r in v] if k != "R" else v for k, v in body.items()}
+    path.write_text(json.dumps({**body, "X": [[0, 0], [0, 0]]}))
+    out = tmp_path / "c.json"
+    argv = ["lipschitz", "--instance", str(path), "--hypothesis", "H2", "--domain"]
+    return main([*argv, "--out", str(out), *extra]), out
+
+
+def test_cli_domain_writes_checked_certificates(tmp_path, capsys):
+    import json
+
+    rc, out = _cli(tmp_path, "--json")
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["verdict"] == "VERIFIED" and data["certificate"] == str(out)
+    assert check_certificate(json.loads(out.read_text())).verified
+    out.unlink()
+    rc, out = _cli(tmp_path, "--factor", "1/10", "--json")
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["verdict"] == "REFUTED" and data["counterexample"] is True
+    assert check_certificate(json.loads(out.read_text())).verified
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--factor", "abc"], "factor"),
+        (["--factor", "0"], "factor"),
+        (["--max-cells", "0"], "--max-cells"),
+        (["--seconds", "-1"], "--seconds"),
+    ],
+)
+def test_cli_domain_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, extra, message):
+    rc, out = _cli(tmp_path, *extra)
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
