@@ -81,6 +81,7 @@ COMMANDS: tuple[CommandRecord, ...] = (
         "certified.flow.command",
         demo="certified.flow.examples:demo_checks",
         bench=(("flow", "certified.flow.bench:bench_flow"),),
+        sweep="certified.sweep.flow_family:FLOW",
     ),
     CommandRecord(
         "bench",

@@ -58,8 +58,12 @@ class SweepFamily:
     run: Callable[..., Result]
     example: str
     reads_files: bool = True
+    chunks: bool = False  # the "chunks" generator: row ranges of one .npz points file
+    base_options: tuple[str, ...] = ()  # validators called as check(value, spec directory)
 
-    def check_options(self, options: Mapping[str, Any], statement: str | None) -> dict:
+    def check_options(
+        self, options: Mapping[str, Any], statement: str | None, base: Any = "."
+    ) -> dict:
         """The options with defaults filled in, each validated (SpecError otherwise)."""
         unknown = sorted(set(options) - set(self.options))
         if unknown:
@@ -68,7 +72,8 @@ class SweepFamily:
         out = {}
         for name, (default, check) in sorted(self.options.items()):
             try:
-                out[name] = check(options.get(name, default))
+                value = options.get(name, default)
+                out[name] = check(value, base) if name in self.base_options else check(value)
             except InputError as exc:
                 raise SpecError(f"options.{name}: {exc}") from None
         return out

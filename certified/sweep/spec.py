@@ -270,8 +270,11 @@ def _expand(gen: Any, field: str, fam, base: Path) -> list[tuple[dict, str | Non
         "random": {"kind", "count", "seed", *fam.params},
         "files": {"kind", "paths"},
     }
+    if fam.chunks:
+        allowed = {"chunks": {"kind", "points", "size"}}
     if kind not in allowed:
-        raise SpecError(f'{field}.kind: {kind!r}; use "grid", "random" or "files"')
+        kinds = " or ".join(f'"{k}"' for k in allowed)
+        raise SpecError(f"{field}.kind: {kind!r}; for {fam.name} use {kinds}")
     unknown = sorted(set(gen) - allowed[kind])
     if unknown:
         raise SpecError(f"{field}: unknown key {unknown[0]!r} for kind {kind!r}")
@@ -279,6 +282,10 @@ def _expand(gen: Any, field: str, fam, base: Path) -> list[tuple[dict, str | Non
         return _grid(gen, field, fam)
     if kind == "random":
         return _random(gen, field, fam)
+    if kind == "chunks":
+        from certified.sweep.flow_family import chunk_instances
+
+        return chunk_instances(gen, field, base)
     return _files(gen, field, fam, base)
 
 
@@ -332,7 +339,7 @@ def load_spec(source: Any) -> SweepSpec:
         )
     if not fam.statements and statement is not None:
         raise SpecError(f"statement: {fam.name} has no statements; remove the key")
-    options = fam.check_options(_table(obj.get("options", {}), "options"), statement)
+    options = fam.check_options(_table(obj.get("options", {}), "options"), statement, base)
     run = _table(obj.get("run", {}), "run")
     if set(run) - _RUN:
         raise SpecError(f"run: unknown key {sorted(set(run) - _RUN)[0]!r}; use batch, retries")

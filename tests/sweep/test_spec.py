@@ -6,6 +6,7 @@ import hashlib
 import json
 import tomllib
 
+import numpy as np
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -71,8 +72,14 @@ def test_toml_and_json_specs_are_the_same_spec(tmp_path):
 
 
 @pytest.mark.parametrize("record", [r for r in COMMANDS if r.sweep], ids=lambda r: r.name)
-def test_every_init_example_is_a_valid_spec(record):
+def test_every_init_example_is_a_valid_spec(record, tmp_path, monkeypatch):
     fam = adapter(record.name)
+    if record.name == "flow":  # its example names a schedule and a points file
+        from certified.flow.examples import LAMINAR_DEMO
+
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "schedule.json").write_text(json.dumps(LAMINAR_DEMO))
+        np.savez(tmp_path / "points.npz", X=np.zeros((3, 2)))
     spec = load_spec(tomllib.loads(fam.example))
     assert spec.family == record.name
     assert len(spec.instances()) >= 1
@@ -104,7 +111,8 @@ def test_file_instances_are_keyed_by_content(tmp_path):
 
 BAD = [
     ({**H2, "family": "nope"}, "family: 'nope' is not a sweep family; use one of"),
-    ({**H2, "family": "flow"}, "family: 'flow' is not a sweep family"),
+    ({**H2, "family": "bench"}, "family: 'bench' is not a sweep family"),
+    ({**H2, "family": "flow"}, "statement: flow has no statements; remove the key"),
     ({**H2, "statement": "H7"}, "statement: 'H7' for lipschitz; use one of H2, H1, H3"),
     ({**H2, "extra": 1}, "unknown key 'extra'"),
     ({**H2, "version": 2}, "version: 2"),
@@ -122,7 +130,8 @@ BAD_GENERATORS = [
     ({"kind": "grid", "grid": {"N": [4], "d": [1], "p": [1]}}, r"grid.d: 1 is not an integer"),
     ({"kind": "grid", "grid": {"N": [4], "d": [2], "p": [1], "q": [1]}}, "unknown parameter 'q'"),
     ({"kind": "grid", "grid": [4]}, "grid: expected a table"),
-    ({"kind": "lattice"}, "kind: 'lattice'; use"),
+    ({"kind": "lattice"}, "kind: 'lattice'; for interpolate use"),
+    ({"kind": "chunks", "points": "x.npz", "size": 4}, "kind: 'chunks'; for interpolate use"),
     ({"kind": "random", "seed": 1, "count": 0, "N": 4}, r"count: 0 is not an integer"),
     ({"kind": "random", "seed": 1, "count": 3, "N": [8, 4]}, r"N: empty range \[8, 4\]"),
     ({"kind": "random", "seed": 1, "count": 3, "N": [1, 2, 3]}, "N: a range is"),

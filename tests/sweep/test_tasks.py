@@ -9,6 +9,7 @@ import io
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from certified.arith.exact import to_fmpq
@@ -147,3 +148,63 @@ def test_summary_counts_verdicts_and_reasons():
     assert "UNDECIDED 2, VERIFIED 1" in lines[0]
     assert lines[1].startswith("slowest: #1 b 0.300 s")
     assert lines[2] == "UNDECIDED x2: why"
+
+
+def _flow_spec(tmp_path, X, size, schedule=None):
+    from certified.flow.examples import LAMINAR_DEMO
+
+    (tmp_path / "s.json").write_text(json.dumps(schedule or LAMINAR_DEMO))
+    np.savez(tmp_path / "x.npz", X=X)
+    chunks = {"kind": "chunks", "points": str(tmp_path / "x.npz"), "size": size}
+    return {"family": "flow", "options": {"schedule": str(tmp_path / "s.json")},
+            "generate": [chunks]}  # fmt: skip
+
+
+def test_flow_chunks_cover_the_points_in_order_and_are_certified(tmp_path):
+    from certified.sweep.flow_family import gather_enclosures
+
+    pd = pytest.importorskip("pandas")
+    X = np.random.default_rng(3).uniform(-1, 1, (23, 2))
+    spec = load_spec(_flow_spec(tmp_path, X, 10))
+    instances = spec.instances()
+    assert [(i.params["start"], i.params["stop"]) for i in instances] == [(0, 10), (10, 20),
+                                                                           (20, 23)]  # fmt: skip
+    rows = [run_instance(spec.core, i.key, i.params, i.path, str(tmp_path)) for i in instances]
+    for k, row in enumerate(rows):
+        assert row["verdict"] == "VERIFIED", row["reason"]
+        verdict = check_file(tmp_path / Path(row["certificate"]).name)
+        assert verdict.verified and verdict.kind == "flow"
+        row["index"], row["certificate"] = k, Path(row["certificate"]).name
+    table = pd.DataFrame(rows)
+    claims = gather_enclosures(table, tmp_path)
+    assert sum(len(c["images"]) for c in claims) == len(X)
+    points = [p for r in rows for p in read_json(tmp_path / r["certificate"])["instance"]["points"]]
+    assert [[to_fmpq(v) for v in p] for p in points] == [[to_fmpq(v) for v in x] for x in X]
+
+
+def test_flow_keys_follow_the_schedule_content(tmp_path):
+    from certified.flow.examples import LAMINAR_DEMO
+
+    X = np.zeros((4, 2))
+    a = load_spec(_flow_spec(tmp_path, X, 2)).instances()
+    other = json.loads(json.dumps(LAMINAR_DEMO))
+    other["pieces"][0]["duration"] = "1/4"
+    b = load_spec(_flow_spec(tmp_path, X, 2, other)).instances()
+    assert not {i.key for i in a} & {i.key for i in b}
+
+
+@pytest.mark.parametrize(
+    ("X", "size", "message"),
+    [
+        (np.zeros((4, 2)), 0, r"size: 0 is not an integer"),
+        (np.array([[0.0, np.nan]]), 1, r"X\[0\] is not finite"),
+        (np.zeros((0, 2)), 1, "non-empty"),
+    ],
+)
+def test_bad_flow_chunks_are_refused(tmp_path, X, size, message):
+    from certified.sweep import SpecError
+
+    with pytest.raises(SpecError, match=message):
+        load_spec(_flow_spec(tmp_path, X, size)).instances()
+    with pytest.raises(SpecError, match=r"options\.schedule: give a schedule file"):
+        load_spec({"family": "flow", "generate": [{"kind": "chunks"}]})
