@@ -1,5 +1,5 @@
 """``certified sweep SPEC --out DIR [--scheduler ADDRESS] [--workers N] [--json]`` and
-``certified sweep init FAMILY``.
+``certified sweep init FAMILY`` and ``certified sweep check DIR``.
 
 Runs every instance of the spec (``proofs/sweep.md``) on an embedded Dask ``LocalCluster``
 (``--workers`` processes, one thread each) or on the scheduler at ``--scheduler``; writes
@@ -25,8 +25,10 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``certified sweep`` (name and help: the command registry)."""
-    parser.add_argument("spec", help="sweep spec (.toml or .json), or `init`")
-    parser.add_argument("family", nargs="?", help="with `init`: the family of the example")
+    parser.add_argument("spec", help="sweep spec (.toml or .json), or `init`, or `check`")
+    parser.add_argument(
+        "family", nargs="?", help="with `init`: the family of the example; with `check`: DIR"
+    )
     parser.add_argument("--out", type=Path, help="output directory (default: the spec's out)")
     parser.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://...)")
     parser.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
@@ -44,6 +46,21 @@ def _init(family: str | None) -> int:
     return 0
 
 
+def _check(args: argparse.Namespace) -> int:
+    from certified.errors import InputError
+    from certified.sweep.recheck import recheck
+
+    if args.family is None:
+        raise InputError("check: name a sweep's output directory, `certified sweep check DIR`")
+    table = recheck(args.family, scheduler=args.scheduler, workers=args.workers)
+    for row in table.itertuples():
+        if not row.verified:
+            print(f"REJECTED {row.file}: {row.reason}")
+    print(f"{int(table['verified'].sum())} VERIFIED, {int((~table['verified']).sum())} REJECTED "
+          f"of {len(table)} certificates in {args.family}/certificates")  # fmt: skip
+    return 0 if table["verified"].all() else 1
+
+
 def _overall(counts: dict[str, int], total: int) -> str:
     if counts.get("VERIFIED", 0) == total:
         return "VERIFIED"
@@ -59,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
     """Run ``certified sweep``; CertifiedError / OSError propagate (exit 2)."""
     if args.spec == "init":  # a spec file named init: write ./init
         return _init(args.family)
+    if args.spec == "check":
+        return _check(args)
     from certified.errors import InputError
 
     if args.family is not None:

@@ -50,6 +50,8 @@ H2 = {
     [
         (["init"], "init: name a family"),
         (["init", "bogus"], "family: 'bogus' is not a sweep family"),
+        (["check"], "check: name a sweep's output directory"),
+        (["check", "{out}"], "holds no certificates/ directory"),
         (["{spec:family=bogus}", "--out", "{out}"], "family: 'bogus' is not a sweep family"),
         (["{spec:grid}", "--out", "{out}"], "generate[0].grid.N: -4 is not an integer"),
         (["{spec}", "--out", "{out}", "--scheduler", "tcp://127.0.0.1:9"], "cannot reach"),

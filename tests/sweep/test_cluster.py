@@ -5,6 +5,7 @@ redone, bad input refused before any work with nothing written."""
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import signal
@@ -201,3 +202,20 @@ def test_bad_output_directories_are_refused_before_any_work(client2, tmp_path):
     with pytest.raises(InputError, match="--workers: 0"):
         sweep(H2, tmp_path / "w", workers=0)
     assert not (tmp_path / "w").exists()
+
+
+def test_recheck_on_the_cluster_finds_a_tampered_certificate(client2, tmp_path):
+    from certified.sweep.recheck import recheck
+
+    out = tmp_path / "out"
+    table = sweep(INTERP, out, client=client2)
+    checked = recheck(out, client=client2, batch=3)
+    assert len(checked) == len(table) and checked["verified"].all()
+    assert set(checked["kind"]) == {"interpolation"}
+    victim = out / table["certificate"].iloc[0]
+    cert = read_json(victim)
+    cert["claim"]["switches"] = cert["claim"].get("switches", 0) + 1
+    victim.write_text(json.dumps(cert))
+    checked = recheck(out, client=client2)
+    rejected = checked[~checked["verified"]]
+    assert list(rejected["file"]) == [str(victim)] and rejected["reason"].iloc[0]
