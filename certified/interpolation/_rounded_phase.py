@@ -31,6 +31,8 @@ import math
 import flint
 import numpy as np
 
+from certified.arith.exact import fmpq_to_float
+from certified.errors import RangeOverflowError
 from certified.models import Piece
 
 __all__ = ["KernelLattice", "integer_normal", "rebuild_phase"]
@@ -49,9 +51,6 @@ def _pow2(e: int) -> flint.fmpq:
 
 
 def _exact_double(q: flint.fmpq) -> bool:
-    from certified.arith.exact import fmpq_to_float
-    from certified.errors import RangeOverflowError
-
     try:
         f = fmpq_to_float(q, "nearest")
     except RangeOverflowError:
@@ -151,33 +150,71 @@ def round_orthogonal(w: list[flint.fmpq], a: list[int], lat: KernelLattice) -> l
     return out if all(_exact_double(q) for q in out) else None
 
 
-def _nearest(q: flint.fmpq) -> flint.fmpq:
-    from certified.arith.exact import fmpq_to_float
-
-    return flint.fmpq(*fmpq_to_float(q, "nearest").as_integer_ratio())
+def _double(q: flint.fmpq, rounding: str = "nearest") -> flint.fmpq:
+    return flint.fmpq(*fmpq_to_float(q, rounding).as_integer_ratio())
 
 
-def _thresholds(s: list, delta: np.ndarray) -> list | None:
-    """Double thresholds ``c_1 > s_1``, ``s_i < c_i < s_{i−1}`` (those of the exact
-    construction, rounded), or None when a rounded one leaves its gap."""
+def _above(q: flint.fmpq) -> flint.fmpq:
+    """The smallest double > q."""
+    up = _double(q, "up")
+    return up if up > q else flint.fmpq(*math.nextafter(float(up), math.inf).as_integer_ratio())
+
+
+def _thresholds(s: list, delta: np.ndarray) -> list:
+    """Double thresholds: those of the exact construction (``c_1 > s_1``,
+    ``s_i < c_i < s_{i−1}``) rounded to the nearest double, raised to the smallest double above
+    ``s_i`` when rounding put them at or below it. When no double lies strictly between ``s_i``
+    and ``s_{i−1}`` (points a few ulps apart), such a threshold also moves point ``i − 1``:
+    the schedule stays laminar and its error, computed exactly, says how much that costs.
+    Raises RangeOverflowError when a threshold is out of the double range."""
     from certified.interpolation.construct import phase_kinks
 
     sa = np.empty(len(s), dtype=object)
     sa[:] = s
     c, _, _ = phase_kinks(sa, delta[:, :1])
-    out = [_nearest(q) for q in c]
-    for i, q in enumerate(out):
-        if not (q > s[i] and (i == 0 or q < s[i - 1])):
+    out = [_double(q) for q in c]
+    return [q if q > s[i] else _above(s[i]) for i, q in enumerate(out)]
+
+
+def _scale(a: list[int], s: list) -> int:
+    """``σ`` with ``max |2^σ s| ≈ 1`` (thresholds and slopes of moderate size), clamped so that
+    every ``2^σ a_k`` is a normal double (exact: an integer of <= 53 bits times 2^σ)."""
+    big = max(abs(q) for q in s)
+    if big == 0:
+        return 0
+    sigma = -(int(big.p).bit_length() - int(big.q).bit_length())
+    top = max(abs(k) for k in a).bit_length()
+    low = min(abs(k) for k in a if k)
+    return max(min(sigma, 1000 - top), -1000) if low else 0
+
+
+def _solve_neurons(s, c, delta, tau, a, lat) -> list | None:
+    """The ``w_n`` one after another, each for the rounded earlier ones (exact residuals):
+    point n's error is its own neuron's rounding only."""
+    d = delta.shape[1]
+    acc_c = np.full(d, _ZERO, dtype=object)  # Σ J_i c_i over the neurons so far
+    acc_1 = np.full(d, _ZERO, dtype=object)  # Σ J_i
+    W = []
+    for n in range(len(s)):
+        need = delta[n] - (acc_c - acc_1 * s[n])  # exactly ⊥ a
+        w = round_orthogonal(list(need * (1 / (tau * (c[n] - s[n])))), a, lat)
+        if w is None:
             return None
-    return out
+        J = np.empty(d, dtype=object)
+        J[:] = [tau * q for q in w]
+        acc_c = acc_c + J * c[n]
+        acc_1 = acc_1 + J
+        W.append(w)
+    return W
 
 
 def rebuild_phase(
     Z: np.ndarray, target: np.ndarray, a: list[int], tau: flint.fmpq, p: int
 ) -> list[Piece] | None:
-    """Pieces of width ``p`` (normal ``−a``, duration ``tau``, every parameter a double, every
-    ``w ⊥ a`` exactly) moving each ``Z[n]`` close to ``target[n]``; None when the points are
-    not separated by ``a`` or a parameter leaves the double range.
+    """Pieces of width ``p`` (normal ``−2^σ a`` for a power of two ``2^σ`` fitting the data's
+    scale, duration ``tau``, every parameter a double, every ``w ⊥ a`` exactly) moving each
+    ``Z[n]`` close to ``target[n]``; None when the points are not separated by ``a`` or a
+    parameter leaves the double range.
 
     Guarantee: the pieces are laminar with one normal (exact checks); their accuracy is only
     what the exact evaluation of the caller certifies.
@@ -189,37 +226,28 @@ def rebuild_phase(
     if fixed is None:
         return None
     a, lat = fixed
+    s_int = Z.dot(np.array([flint.fmpq(k) for k in a], dtype=object))
+    unit = flint.fmpq(2) ** _scale(a, list(s_int))
     aq = np.empty(d, dtype=object)
-    aq[:] = [flint.fmpq(k) for k in a]
-    s_all = Z.dot(aq)
-    order = sorted(range(N), key=lambda n: s_all[n], reverse=True)
-    s = [s_all[n] for n in order]
-    if any(x == y for x, y in itertools.pairwise(s)):
+    aq[:] = [k * unit for k in a]
+    order = sorted(range(N), key=lambda n: s_int[n], reverse=True)
+    s = [s_int[n] * unit for n in order]
+    if any(x == y for x, y in itertools.pairwise(s)) or not all(map(_exact_double, aq)):
         return None
     delta = target[order] - Z[order]
-    delta = delta - (delta.dot(aq) * flint.fmpq(1, sum(k * k for k in a)))[:, None] * aq[None, :]
-    c = _thresholds(s, delta)
-    if c is None:
+    delta = delta - (delta.dot(aq) * (1 / aq.dot(aq)))[:, None] * aq[None, :]
+    try:
+        c = _thresholds(s, delta)
+    except RangeOverflowError:
         return None
-    acc_c = np.full(d, _ZERO, dtype=object)  # Σ J_i c_i over the neurons so far
-    acc_1 = np.full(d, _ZERO, dtype=object)  # Σ J_i
-    W = []
-    for n in range(N):
-        need = delta[n] - (acc_c - acc_1 * s[n])  # exactly ⊥ a
-        w = round_orthogonal(list(need * (1 / (tau * (c[n] - s[n])))), a, lat)
-        if w is None:
-            return None
-        J = np.empty(d, dtype=object)
-        J[:] = [tau * q for q in w]
-        acc_c = acc_c + J * c[n]
-        acc_1 = acc_1 + J
-        W.append(w)
-    row = [flint.fmpq(-k) for k in a]
+    W = _solve_neurons(s, c, delta, tau, a, lat)
+    if W is None:
+        return None
     pieces = []
     for start in range(0, N, p):
         stop = min(start + p, N)
         Wp = np.array([W[i] for i in range(start, stop)], dtype=object).T
-        A = np.array([row] * (stop - start), dtype=object)
+        A = np.array([list(-aq)] * (stop - start), dtype=object)
         b = np.array(c[start:stop], dtype=object)
         pieces.append(Piece(tau, Wp, A, b))
     return pieces

@@ -400,7 +400,11 @@ def export_float64(
     Durations, thresholds and normals are rounded to the nearest double; each ``w_i`` is
     rounded so that it stays exactly orthogonal to its piece's normal (when the normal has an
     entry ± a power of two, as ``u`` and ``v`` of construction A do), so the rounded pieces
-    stay laminar and the error is computed exactly. Otherwise the flow engines bound it. For
+    stay laminar and the error is computed exactly. Otherwise the flow engines bound it.
+    Variant C's normal ``u`` (hundreds of bits) has no such entry: its one phase is rebuilt in
+    doubles with an integer normal of a few dozen bits near ``u`` and every ``w_i`` exactly
+    orthogonal to it (:mod:`certified.interpolation._rounded_phase`), so C's export is laminar
+    and exact too (~1e-11 on the 4×8 instances of issue 15, where no bound came out). For
     construction A the second phase is rebuilt for the exact images of the rounded first
     phase before it is rounded (its exact parameters would amplify the first phase's
     rounding errors by its large slopes): at N = 2,000, d = p = 16 the error drops from
@@ -424,25 +428,42 @@ def export_float64(
     (Schedule, flint.fmpq or None)
         None when the engines could not certify the flow (UNDECIDED).
 
-    Guarantee: the bound is rigorous (proofs/bounds.md#interp-error).
+    Raises
+    ------
+    InputError
+        ``method`` or ``rebuild`` not one of the allowed values.
+    RangeOverflowError
+        A parameter the rounded construction needs is beyond the float64 range.
+
+    Guarantee: the bound is rigorous (proofs/bounds.md#interp-error,
+    proofs/bounds.md#interp-rounded-phase).
     """
     if method not in ("exact", "float64"):
         raise InputError(f"method: {method!r} is not 'exact' or 'float64'")
     if not isinstance(rebuild, bool):
         raise InputError(f"rebuild: expected True or False, got {rebuild!r}")
     spans = [tuple(h["pieces"]) for h in interp.hints["phases"]]
-    pieces = _rebuild_high_dim(interp) if rebuild and interp.variant == "high-dim" else None
-    if pieces is None:
-        pieces = [_round_piece(piece) for piece in interp.schedule.pieces]
-    if rebuild and interp.variant == "general" and len(spans) == 2:
-        pieces = _resolve_last_phase(interp, pieces, spans[1]) or pieces
+    try:
+        pieces = _rebuild_high_dim(interp) if rebuild and interp.variant == "high-dim" else None
+        if pieces is None:
+            pieces = [_round_piece(piece) for piece in interp.schedule.pieces]
+        if rebuild and interp.variant == "general" and len(spans) == 2:
+            pieces = _resolve_last_phase(interp, pieces, spans[1]) or pieces
+    except RangeOverflowError:
+        raise RangeOverflowError(
+            "export_float64: a parameter of this construction (a slope, threshold or normal) "
+            "lies beyond the float64 range, as data spanning extreme magnitudes can require; "
+            "keep the exact schedule (its certificate needs no doubles)"
+        ) from None
     sched = Schedule(interp.schedule.dimension, interp.schedule.activation, tuple(pieces))
     if method == "float64":
         from certified.interpolation.fast import certified_error_float64, float_phases
 
-        phases = float_phases(sched, [tuple(h["pieces"]) for h in interp.hints["phases"]])
+        phases = float_phases(sched, spans)
         Xf, Yf = _doubles(interp.X), _doubles(interp.Y)
         if phases is not None and Xf is not None and Yf is not None:
-            return sched, to_fmpq(certified_error_float64(phases, Xf, Yf))
+            bound = certified_error_float64(phases, Xf, Yf)
+            if math.isfinite(bound):  # else (overflow): the exact evaluation below
+                return sched, to_fmpq(bound)
     verdict = verify_interpolation(interp.X, interp.Y, sched)
     return sched, verdict.max_error
