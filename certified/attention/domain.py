@@ -250,7 +250,7 @@ def subdivide(
                 break
             _, node, lo, hi = heapq.heappop(heap)
             widths = [h - lo_ for lo_, h in zip(lo, hi, strict=True)]
-            coord = max(range(nd), key=lambda c: (widths[c], -c))
+            coord = max(range(nd), key=lambda c: (widths[c], -(c % d), -(c // d)))
             mid = (lo[coord] + hi[coord]) / 2
             left, right = tree.children(node, coord)
             visit(left, lo, hi[:coord] + [mid] + hi[coord + 1 :])
