@@ -56,7 +56,7 @@ def test_issue_15_seeds_high_dim_export_has_a_bound(seed):
     X, Y = _seed_data(seed)
     interp = construct_interpolation(X, Y, width=2, variant="high-dim")
     assert interp.variant == "high-dim" and interp.switches == 1
-    sched, bound, true_sq = _check_export(interp)
+    _, bound, true_sq = _check_export(interp)
     assert float(bound) < 1e-9  # measured 2e-12 .. 1.1e-11 (general: ~1e-14)
     assert bound * bound <= true_sq * (1 + flint.fmpq(1, 2**40)) + flint.fmpq(1, 2**200)
     _check_export(interp, method="float64")
