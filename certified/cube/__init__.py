@@ -9,7 +9,7 @@ empirical measures (theorems.md §3, row F; proofs/cube.md).
 
 from __future__ import annotations
 
-from certified.cube.cells import Cell, CellPartition, guillotine_partition
+from certified.cube.cells import Cell, CellPartition, guillotine_partition, source_boxes
 from certified.cube.certificate import cube_certificate
 from certified.cube.construct import CubeTransport, sup_distance_squared, transport_to_cube
 from certified.cube.density import BoxDensity, read_box_density
@@ -25,6 +25,7 @@ __all__ = [
     "formula_switches",
     "guillotine_partition",
     "read_box_density",
+    "source_boxes",
     "sup_distance_squared",
     "transport_to_cube",
 ]

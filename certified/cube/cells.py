@@ -20,7 +20,7 @@ from typing import Any
 import flint
 import numpy as np
 
-__all__ = ["Cell", "CellPartition", "guillotine_partition"]
+__all__ = ["Cell", "CellPartition", "guillotine_partition", "source_boxes"]
 
 _ZERO, _ONE = flint.fmpq(0), flint.fmpq(1)
 
@@ -107,3 +107,43 @@ def guillotine_partition(
 
     tree = build(0, list(range(n)), [_ZERO] * d, [_ONE] * d, _ONE)
     return CellPartition(tuple(cells), tree)
+
+
+def source_boxes(
+    partition: CellPartition, points: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The cells seen in the source space (theorem F's C_ij, one per leaf, for plots): the same
+    tree, each split placed halfway between the last atom of a part and the first of the next
+    along the axis, inside the atoms' bounding box (widened by 5%).
+
+    Guarantee: none (plotting aid, float64); cell i holds exactly the atoms of ``cells[i]``
+    unless atoms tie on a split coordinate (then they lie on the shared face).
+    """
+    lo, hi = points.min(axis=0), points.max(axis=0)
+    pad = 0.05 * np.maximum(hi - lo, 1e-9)
+    out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(partition.cells)
+
+    def units(node: Any) -> list[int]:
+        if isinstance(node, int):
+            return list(partition.cells[node].units)
+        return [u for part in node["parts"] for u in units(part)]
+
+    def walk(node: Any, a: np.ndarray, b: np.ndarray) -> None:
+        if isinstance(node, int):
+            out[node] = (a, b)
+            return
+        k, edge = node["axis"], a[node["axis"]]
+        parts = node["parts"]
+        for j, part in enumerate(parts):
+            if j + 1 < len(parts):
+                top = max(points[u, k] for u in units(part))
+                nxt = (top + min(points[u, k] for u in units(parts[j + 1]))) / 2
+            else:
+                nxt = b[k]
+            sub_a, sub_b = a.copy(), b.copy()
+            sub_a[k], sub_b[k] = edge, nxt
+            walk(part, sub_a, sub_b)
+            edge = nxt
+
+    walk(partition.tree, lo - pad, hi + pad)
+    return out  # type: ignore[return-value]

@@ -81,7 +81,7 @@ class CubeTransport:
 def sup_distance_squared(y: Any, lo: Any, hi: Any) -> flint.fmpq:
     """``sup_{g ∈ Π[lo_k, hi_k]} |y − g|^2 = Σ_k max(y_k − lo_k, hi_k − y_k)^2``, exact.
 
-    Guarantee: exact (proofs/cube.md §4)."""
+    Guarantee: exact (proof: proofs/bounds.md#cube-coupling)."""
     return sum((max(a - lo_k, h - a) ** 2 for a, lo_k, h in zip(y, lo, hi, strict=True)), _ZERO)
 
 
@@ -120,7 +120,9 @@ def _targets(partition: CellPartition, n: int, d: int) -> tuple[np.ndarray, flin
 
 
 def _sqrt_up(x: flint.fmpq, bits: int = 40) -> flint.fmpq:
-    """A dyadic upper bound on sqrt(x), within 2^-bits. Guarantee: upper bound."""
+    """A dyadic upper bound on sqrt(x), within 2^-bits. Guarantee: upper bound.
+
+    proof: proofs/bounds.md#cube-sqrt"""
     s = math.isqrt(int(x.p) * 4**bits // int(x.q))  # s^2 <= x 4^bits
     return flint.fmpq(s + 1, 2**bits)
 

@@ -94,7 +94,8 @@ def formula_switches(d: int, p: int, epsilon: Any, q: Any) -> int | None:
         As :func:`check_parameters`; or the ceiling cannot be decided (an exact integer value
         of the irrational-looking expression, never met in practice).
 
-    Guarantee: exact (the ceiling is read off a certified enclosure that excludes integers).
+    Guarantee: exact (the ceiling is read off a certified enclosure that excludes integers;
+    proof: proofs/bounds.md#cube-formula).
     """
     p, eps, q = check_parameters(d, p, epsilon, q)
     e_q = flint.fmpq(d) / (1 + flint.fmpq(d) / q - d)

@@ -127,3 +127,17 @@ def test_too_few_atoms_for_epsilon_is_refused():
 def test_one_dimensional_measures_are_refused():
     with pytest.raises(DomainError, match="d = 1"):
         transport_to_cube(np.random.default_rng(0).random((30, 1)), 1, "0.5")
+
+
+def test_source_boxes_tile_the_atoms_bounding_box_and_hold_their_atoms():
+    from certified.cube import source_boxes
+
+    result = transport_to_cube(np.random.default_rng(9).standard_normal((300, 2)), 2, "0.2")
+    P = result.interpolation.X.astype(float)
+    boxes = source_boxes(result.partition, P)
+    for cell, (lo, hi) in zip(result.partition.cells, boxes, strict=True):
+        inside = P[list(cell.units)]
+        assert (inside >= lo).all() and (inside <= hi).all()
+    whole = sum(np.prod(hi - lo) for lo, hi in boxes)
+    span = P.max(axis=0) - P.min(axis=0)
+    assert np.isclose(whole, np.prod(span * 1.1))  # the tiles cover the padded box once
