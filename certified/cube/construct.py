@@ -33,6 +33,7 @@ __all__ = ["CubeTransport", "sup_distance_squared", "transport_to_cube"]
 
 _ZERO = flint.fmpq(0)
 MAX_TRIES = 6  # part counts tried above the first guess
+MAX_DIMENSION = 14  # leaves nest at depth 3 + 2d <= 32 (the checker's MAX_DEPTH)
 
 
 @dataclass(frozen=True, eq=False)
@@ -179,6 +180,11 @@ def transport_to_cube(
         raise DomainError(
             "measure: d = 1: an exact laminar flow cannot move points on a line (w ⊥ a means "
             "w = 0), and no other exact construction is implemented; use d >= 2"
+        )
+    if d > MAX_DIMENSION:
+        raise DomainError(
+            f"measure: d = {d} > {MAX_DIMENSION}: the cell tree would nest deeper than the "
+            "checker's JSON depth limit (32)"
         )
     X, weights, of_atom = _units(mu)
     part, Y, worst = _partition(X, weights, d, eps)
