@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import os
 
 import flint
 import mpmath
@@ -318,3 +319,22 @@ def test_cli_domain_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, extra
     err = capsys.readouterr().err
     assert rc == 2 and message in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+# CI keeps the slow search small (one instance of a few seconds); locally: 9k and 7k cells
+LARGER = [(3, 2, 1)] if os.environ.get("CI", "").lower() == "true" else [(3, 2, 2), (2, 3, 1)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("n", "d", "R"), LARGER)
+def test_larger_true_instances_verified(n, d, R):
+    rng = np.random.default_rng(0)
+    mats = [np.round(rng.normal(size=(d, d)), 2).tolist() for _ in range(3)]
+    inst = _instance(*mats, R)
+    v = decide_on_domain(inst, "H2", n, max_cells=100_000, seconds=600)
+    assert v.verdict == "VERIFIED", v.message
+    assert check_certificate(v.certificate).verified
+    with mp.workdps(60):
+        assert _mpq(v.lhs_upper) <= _ref_rhs(inst, n)
+        for X in _samples(inst, n, 2, 0):
+            assert _ref_norm(inst, X) <= _mpq(v.lhs_upper)
