@@ -135,7 +135,9 @@ def run(args: argparse.Namespace) -> int:
     verdict, path = "UNDECIDED", None
     message = refusal if refusal else result.message
     if refusal and result is not None:
-        message += "; the enclosures shown are the vectorised engine's (53 bits), without a certificate"
+        message += (
+            "; the enclosures shown are the vectorised engine's (53 bits), with no certificate"
+        )
     if cert is not None:
         with progress.stage("writing the certificate, re-checked by the checker first"):
             path, check = write_if_accepted(args.out, cert)
@@ -181,17 +183,19 @@ def _relu_over_budget(schedule, n: int, what: str, prec) -> str | None:
     """Why no relu-regions certificate of these sets can be accepted (the checker's replay
     budget, known before any work), or None."""
     from certified.arith.ball import check_precision
-    from certified.certificates.flow import RELU_REGIONS_MAX_OPS, relu_regions_min_ops
+    from certified.certificates import flow as producer
     from certified.flow.relu import DEFAULT_PREC
 
+    if schedule.activation.value == "relu" and schedule.is_laminar():
+        return None  # rule laminar-exact, with its own budget
     prec = DEFAULT_PREC if prec is None else check_precision(prec)
-    need = relu_regions_min_ops(schedule, n, what == "boxes", prec)
-    if need <= RELU_REGIONS_MAX_OPS:
+    need = producer.relu_regions_min_ops(schedule, n, what == "boxes", prec)
+    limit = producer.RELU_REGIONS_MAX_OPS
+    if need <= limit:
         return None
-    most = n * RELU_REGIONS_MAX_OPS // need
     return (
         f"no certificate: rule relu-regions would charge at least {need:.2g} operations for "
-        f"{n} {what}, over the checker's limit {RELU_REGIONS_MAX_OPS:.0g} (at most {most} "
+        f"{n} {what}, over the checker's limit {limit:.0g} (at most {n * limit // need} "
         f"{what} of this schedule per certificate)"
     )
 

@@ -116,7 +116,7 @@ def test_cli_refuses_at_once_over_the_budget(tmp_path, capsys, prec):
     assert relu_regions_min_ops(schedule, most + 1, False, bits) > RELU_REGIONS_MAX_OPS
     assert not out.exists()
     if prec is None:  # the vectorised engine's enclosures are still given (53 bits)
-        assert len(payload["enclosures"]) == 4 and "without a certificate" in payload["message"]
+        assert len(payload["enclosures"]) == 4 and "with no certificate" in payload["message"]
     else:
         assert "enclosures" not in payload
 
@@ -126,3 +126,23 @@ def test_cli_still_certifies_within_the_budget(tmp_path, capsys):
     out = tmp_path / "cert.json"
     assert main(["flow", "--schedule", str(s), "--points", str(x), "--out", str(out)]) == 0
     assert "VERIFIED" in capsys.readouterr().out and out.exists()
+
+
+def test_cli_refusal_only_for_rule_relu_regions(tmp_path, capsys, monkeypatch):
+    """With the producer's budget set to 0, a laminar ReLU schedule (rule laminar-exact, its
+    own budget) is still certified; a general one is refused, its file not written."""
+    import certified.certificates.flow as producer
+
+    monkeypatch.setattr(producer, "RELU_REGIONS_MAX_OPS", 0)
+    laminar = {"dimension": 2, "activation": "relu", "pieces": [
+        {"duration": "1/2", "W": [[0], [1]], "A": [[1, 0]], "b": ["1/4"]}]}  # fmt: skip
+    general = _schedule(5, 2, 2, 1)
+    for spec, code in ((laminar, 0), (general, 1)):
+        s, x = tmp_path / "schedule.json", tmp_path / "points.json"
+        s.write_text(json.dumps(spec))
+        x.write_text(json.dumps({"X": [[0.25, -0.5], [0.5, 0.125]]}))
+        out = tmp_path / f"cert{code}.json"
+        assert main(["flow", "--schedule", str(s), "--points", str(x), "--out", str(out)]) == code
+        text = capsys.readouterr().out
+        assert out.exists() == (code == 0)
+        assert ("VERIFIED" if code == 0 else "checker's limit") in text
