@@ -56,6 +56,13 @@ def _direct(specs: list[dict], scratch: Path) -> tuple[float, int]:
     return time.perf_counter() - t0, n
 
 
+def _tasks(specs: list[dict], workers: int) -> int:
+    from certified.sweep.run import _batches
+    from certified.sweep.spec import load_spec
+
+    return sum(len(_batches(load_spec(r).instances(), None, workers)) for r in specs)
+
+
 def _on_cluster(specs: list[dict], workers: int, scratch: Path) -> float:
     from dask.distributed import Client, LocalCluster
 
@@ -116,6 +123,11 @@ def bench_sweep(quick: bool = False) -> list[Benchmark]:
             direct,
             one / direct,
             None,
-            {"overhead_ms_per_instance": round(1e3 * (one - direct) / n, 3), "target_ms": 10},
+            {
+                "overhead_ms_per_instance": round(1e3 * (one - direct) / n, 3),
+                "overhead_ms_per_dask_task": round(1e3 * (one - direct) / _tasks(specs, 1), 3),
+                "dask_tasks": _tasks(specs, 1),
+                "target_ms": 10,
+            },
         ),
     ]

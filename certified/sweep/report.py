@@ -38,8 +38,8 @@ class ProgressBar:
         self.first: int | None = None
 
     def __call__(self, done: int, total: int) -> None:
-        if self.first is None:
-            self.first = done - 1 if done > 0 else 0  # count the rate from this call on
+        if self.first is None:  # the first call gives the instances already done (resume)
+            self.first, self.t0 = done, time.perf_counter()
         if not self.enabled:
             return
         elapsed = time.perf_counter() - self.t0

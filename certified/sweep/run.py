@@ -176,7 +176,8 @@ def sweep(
     client : dask.distributed.Client, optional
         An existing client (tests, notebooks); ``scheduler`` and ``workers`` are then unused.
     progress : callable, optional
-        ``progress(done, total)`` after each finished task (the CLI's progress bar).
+        ``progress(done, total)`` once before the first task (``done``: instances found done)
+        and after each finished task (the CLI's progress bar).
     on_batch : callable, optional
         ``on_batch(done, total)`` after each part is written (fault tests hook in here).
 
@@ -231,6 +232,8 @@ def _submit(c, spec, batches, out, done, total, progress, on_batch, write_part):
                     key=keys, retries=spec.retries, pure=False)  # fmt: skip
     batch_of = {f.key: b for f, b in zip(futures, batches, strict=True)}
     failed: list[tuple[str, str]] = []
+    if progress is not None:
+        progress(done, total)
     try:
         for future in as_completed(futures, loop=c.loop):
             batch = batch_of[future.key]
