@@ -75,6 +75,8 @@ class SupErrorBounds:
     Attributes
     ----------
     lower, upper : fmpq
+        ``upper`` is None when no finite bound was reached within the budget (possible only
+        for the hardmax family, whose boxes around ``x = 0`` are unbounded).
     witness : (d,) object array of fmpq
         A query in ``B_R`` with ``|D(witness)| >= lower``.
     boxes : int
@@ -87,7 +89,7 @@ class SupErrorBounds:
     """
 
     lower: flint.fmpq
-    upper: flint.fmpq
+    upper: flint.fmpq | None
     witness: np.ndarray
     boxes: int
     resolved: bool
@@ -246,6 +248,11 @@ def _population_terms(p: _Problem, A: Interval, ac: Interval, aX: Interval):
     ]
 
 
+def _sqrt_nonneg(x: Interval) -> Interval:
+    # x encloses a sum of squares (>= 0); outward rounding may push its lower end below 0
+    return iv.sqrt(Interval(np.maximum(x.lo, 0.0), np.maximum(x.hi, 0.0)))
+
+
 def _evaluate(p: _Problem, lo: np.ndarray, hi: np.ndarray, r2_lo: float, r2_hi: float):
     """For boxes ``[lo, hi]`` (B, d): rigorous upper bounds of ``|D|`` on each box, certified
     lower bounds of ``|D(c)|`` at their centres (``-inf`` when ``c`` is not certified in
@@ -290,8 +297,8 @@ def _evaluate(p: _Problem, lo: np.ndarray, hi: np.ndarray, r2_lo: float, r2_hi: 
         rows_lo.append(Da.lo)
         rows_hi.append(Da.hi)
     Dbox = Interval(np.stack(rows_lo, axis=1), np.stack(rows_hi, axis=1))
-    upper = iv.sqrt(iv.isum(iv.sqr(Interval(iv.absolute(Dbox).hi)), axis=1)).hi
-    at_c = iv.sqrt(iv.isum(iv.sqr(Interval(iv.absolute(Dc).lo)), axis=1)).lo
+    upper = _sqrt_nonneg(iv.isum(iv.sqr(Interval(iv.absolute(Dbox).hi)), axis=1)).hi
+    at_c = _sqrt_nonneg(iv.isum(iv.sqr(Interval(iv.absolute(Dc).lo)), axis=1)).lo
     inside = iv.isum(iv.sqr(C), axis=1).hi <= r2_lo
     meets = iv.isum(iv.sqr(Interval(iv.absolute(X).lo)), axis=1).lo <= r2_hi
     return upper, np.where(inside, at_c, -np.inf), c, meets
@@ -417,11 +424,14 @@ def _norm_at(p: _Problem, x: np.ndarray) -> tuple[list[flint.arb], flint.arb]:
 
 # --- claims and sweeps ---------------------------------------------------------------------------
 
-RATES = ("sqrt", "log")
+RATES = ("sqrt", "log", "sqrt_log")
+FAMILIES = ("softmax", "hardmax")
+_SHOWN = {"sqrt": "√n", "log": "log n", "sqrt_log": "√(log n)"}
 
 
 def rate_threshold(C: Any, n: int, rate: str, prec: int) -> tuple[flint.fmpq, flint.fmpq]:
-    """Exact ``lower <= C/√n <= upper`` (``rate="sqrt"``) or ``C/log n`` (``rate="log"``).
+    """Exact ``lower <= C/r(n) <= upper`` with ``r(n) = √n`` (``rate="sqrt"``), ``log n``
+    (``"log"``) or ``√(log n)`` (``"sqrt_log"``).
 
     Guarantee: encloses the threshold."""
     C = to_fmpq(C, "C")
@@ -429,10 +439,11 @@ def rate_threshold(C: Any, n: int, rate: str, prec: int) -> tuple[flint.fmpq, fl
         raise InputError(f"C: {C} is not > 0")
     if rate not in RATES:
         raise InputError(f"rate: {rate!r}; use one of {', '.join(RATES)}")
-    if rate == "log" and n < 2:
-        raise InputError("rate: C/log n needs n >= 2 samples (log 1 = 0)")
+    if rate != "sqrt" and n < 2:
+        raise InputError(f"rate: C/{_SHOWN[rate]} needs n >= 2 samples (log 1 = 0)")
     with precision(prec):
         den = flint.arb(n).sqrt() if rate == "sqrt" else flint.arb(n).log()
+        den = den.sqrt() if rate == "sqrt_log" else den
         return endpoints(flint.arb(C) / den, "threshold")
 
 
@@ -444,12 +455,15 @@ def check_rate_claim(
     C: Any,
     *,
     rate: str = "sqrt",
+    family: str = "softmax",
     rel_tol: Any = 0.05,
     max_boxes: int = 4096,
     prec: int = DEFAULT_PREC,
 ) -> RateClaimVerdict:
     """Three-valued check of ``sup_{|x| <= R} |Γ[μ_n](x) − Γ[μ](x)|_2 <= C/√n`` for these
-    samples (``rate="log"``: ``C/log n``).
+    samples (``rate="log"``: ``C/log n``; ``"sqrt_log"``: ``C/√(log n)``). With
+    ``family="hardmax"`` the left side is the normalised hardmax error ``S_∞`` of
+    :func:`certified.attention.hardmax_complexity.hardmax_sup_bounds`.
 
     Returns
     -------
@@ -465,9 +479,15 @@ def check_rate_claim(
     Guarantee: VERIFIED ⇒ the claim holds for these samples, R and C; REFUTED ⇒ it fails.
     """
     prec = check_precision(prec)
+    if family not in FAMILIES:
+        raise InputError(f"family: {family!r}; use one of {', '.join(FAMILIES)}")
     n = to_fmpq_array(samples, "samples").shape[0]
     t_lo, t_hi = rate_threshold(C, n, rate, prec)
-    b = sup_error_bounds(
+    if family == "hardmax":
+        from certified.attention.hardmax_complexity import hardmax_sup_bounds as bound
+    else:
+        bound = sup_error_bounds
+    b = bound(
         layer,
         population,
         samples,
@@ -478,9 +498,10 @@ def check_rate_claim(
         stop_below=fmpq_to_float(t_lo, "down"),
         stop_above=fmpq_to_float(t_hi, "up"),
     )
-    shown = "√n" if rate == "sqrt" else "log n"
-    what = f"sup over |x|_2 <= R of |Γ[μ_n](x) − Γ[μ](x)|_2 <= C/{shown} (n = {n}, R = {b.R})"
-    if b.upper <= t_lo:
+    shown = _SHOWN[rate]
+    lhs = "|Γ[μ_n](x) − Γ[μ](x)|_2" if family == "softmax" else "|H[μ_n](x)/√(2 log n) − H_∞(x)|_2"
+    what = f"sup over |x|_2 <= R of {lhs} <= C/{shown} (n = {n}, R = {b.R})"
+    if b.upper is not None and b.upper <= t_lo:
         return RateClaimVerdict(
             Outcome.VERIFIED,
             b,
@@ -499,13 +520,14 @@ def check_rate_claim(
             counterexample=b.witness,
             message=f"|D(x)| >= {float(b.lower):.6g} > C/{shown} = {float(t_hi):.6g}",
         )
+    up = np.inf if b.upper is None else float(b.upper)
     return RateClaimVerdict(
         Outcome.UNDECIDED,
         b,
         t_lo,
         t_hi,
         "",
-        message=f"{float(b.lower):.6g} <= sup <= {float(b.upper):.6g} straddles C/{shown} = "
+        message=f"{float(b.lower):.6g} <= sup <= {up:.6g} straddles C/{shown} = "
         f"{float(t_lo):.6g}; raise max_boxes or lower rel_tol",
     )
 
