@@ -21,6 +21,7 @@ from __future__ import annotations
 import heapq
 import time
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 import flint
@@ -102,6 +103,14 @@ def cell_jacobian(A: flint.arb_mat, V: flint.arb_mat, X: list) -> flint.arb_mat:
         [[X[t][b] - X[j][b] if t != j else zero for b in range(d)] for j in range(n)]
         for t in range(n)
     ]
+    # hulls: x_l − m_i is a convex combination of the x_l − x_j; Popoviciu and Cauchy–Schwarz
+    # bound Cov_i by the spreads of the coordinates (bounds.md #domain-jacobian, 5.)
+    H = [[reduce(flint.arb.union, (D[t][j][b] for j in range(n))) for b in range(d)]
+         for t in range(n)]  # fmt: skip
+    s = [reduce(flint.arb.union, (D[j][t][a] for j in range(n) for t in range(n))).abs_upper()
+         for a in range(d)]  # fmt: skip
+    q = [[s[a] * s[b] / 4 for b in range(d)] for a in range(d)]
+    CB = [[(zero if a == b else -q[a][b]).union(q[a][b]) for b in range(d)] for a in range(d)]
     J = [[zero] * (n * d) for _ in range(n * d)]
     for i in range(n):
         P = [
@@ -123,9 +132,11 @@ def cell_jacobian(A: flint.arb_mat, V: flint.arb_mat, X: list) -> flint.arb_mat:
                 for a in range(d):
                     for b in range(d):
                         cov[a][b] += w * D[j][t][a] * D[j][t][b]
-        C = V * flint.arb_mat(cov) * At
+        cov = [[cov[a][b].intersection(CB[a][b]) for b in range(d)] for a in range(d)]
+        C = V * flint.arb_mat(cov) * At  # the checker: the same product
         for t in range(n):
-            y = [sum((P[j] * D[t][j][b] for j in range(n)), zero) for b in range(d)]
+            y = [sum((P[j] * D[t][j][b] for j in range(n)), zero).intersection(H[t][b])
+                 for b in range(d)]  # fmt: skip
             Vy = [sum((V[a, b] * y[b] for b in range(d)), zero) for a in range(d)]
             for a in range(d):
                 for b in range(d):

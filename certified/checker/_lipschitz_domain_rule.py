@@ -9,6 +9,7 @@ REFUTED: at an exact X in (B_R)^n, ‖Df(X)v‖/‖v‖ ≥ lhs_lower > rhs_uppe
 
 from __future__ import annotations
 
+from functools import reduce
 from typing import Any
 
 import flint
@@ -30,6 +31,14 @@ def _tight_jacobian(A: Any, V: Any, X: list) -> flint.arb_mat:
          for i in range(n)]  # fmt: skip
     D = [[[X[t][b] - X[j][b] if t != j else flint.arb(0) for b in range(d)] for j in range(n)]
          for t in range(n)]  # fmt: skip
+    # x_l − m_i lies in the hull of the x_l − x_j; |Cov_ab| <= s_a s_b / 4 (Popoviciu, C–S)
+    H = [[reduce(flint.arb.union, (D[t][j][b] for j in range(n))) for b in range(d)]
+         for t in range(n)]  # fmt: skip
+    s = [reduce(flint.arb.union, (D[j][t][a] for j in range(n) for t in range(n))).abs_upper()
+         for a in range(d)]  # fmt: skip
+    q = [[s[a] * s[b] / 4 for b in range(d)] for a in range(d)]
+    CB = [[(flint.arb(0) if a == b else -q[a][b]).union(q[a][b]) for b in range(d)]
+          for a in range(d)]  # fmt: skip
     J = [[flint.arb(0)] * (n * d) for _ in range(n * d)]
     for i in range(n):
         P = [1 / sum((sum((U[i][b] * D[t][j][b] for b in range(d)), flint.arb(0)).exp()
@@ -41,9 +50,11 @@ def _tight_jacobian(A: Any, V: Any, X: list) -> flint.arb_mat:
                 for a in range(d):
                     for b in range(d):
                         cov[a][b] += w * D[j][t][a] * D[j][t][b]
-        C = V * flint.arb_mat(cov) * At
+        C = V * flint.arb_mat([[cov[a][b].intersection(CB[a][b]) for b in range(d)]
+                               for a in range(d)]) * At  # fmt: skip
         for t in range(n):
-            y = [sum((P[j] * D[t][j][b] for j in range(n)), flint.arb(0)) for b in range(d)]
+            y = [sum((P[j] * D[t][j][b] for j in range(n)), flint.arb(0)).intersection(H[t][b])
+                 for b in range(d)]  # fmt: skip
             Vy = [sum((V[a, b] * y[b] for b in range(d)), flint.arb(0)) for a in range(d)]
             for a in range(d):
                 for b in range(d):
