@@ -35,7 +35,7 @@ from certified.arith.exact import fmpq_to_float
 from certified.errors import RangeOverflowError
 from certified.models import Piece
 
-__all__ = ["KernelLattice", "integer_normal", "rebuild_phase"]
+__all__ = ["KernelLattice", "integer_normal", "lll_normals", "rebuild_phase"]
 
 _ZERO = flint.fmpq(0)
 _HALF = flint.fmpq(1, 2)
@@ -66,6 +66,26 @@ def integer_normal(u, bits: int) -> list[int]:
     """
     big = max(abs(flint.fmpq(q)) for q in u)
     return [_round_int(flint.fmpq(q) * (1 << bits) / big) for q in u]
+
+
+def lll_normals(delta: np.ndarray, bits: int, count: int = 3) -> list[list[int]]:
+    """Short integer vectors ``a`` (about ``bits`` bits) with every ``a·Δ_n`` small: the first
+    rows of the LLL-reduced basis of ``[e_k | round(C Δ_{n,k})]`` (simultaneous approximation
+    of the null space of the ``Δ_n``, ``C = 2^{bits d/N}``): ``|a·Δ_n|/|a| ≈ 2^{−bits d/N}``
+    against ``2^{−bits}`` for a rounded ``u``, so fewer bits reach the same direction and the
+    lattice rounding of the ``w_i`` is finer.
+
+    Guarantee: none needed (any nonzero integer normal gives an exactly laminar phase).
+    """
+    N, d = delta.shape
+    C = flint.fmpq(1 << min(2000, max(0, round(bits * d / N))))
+    rows = [
+        [int(i == k) for i in range(d)] + [_round_int(C * delta[n, k]) for n in range(N)]
+        for k in range(d)
+    ]
+    reduced = flint.fmpz_mat(rows).lll().tolist()
+    out = [[int(x) for x in row[:d]] for row in reduced]
+    return [a for a in out if any(a)][:count]
 
 
 class KernelLattice:

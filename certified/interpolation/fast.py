@@ -157,5 +157,22 @@ def certified_error_float64(phases: list[tuple], X: np.ndarray, Y: np.ndarray) -
         r = (r + err_g + undecided + _U * np.abs(y)) * _F + _FLOOR
         x = y
     e = (np.abs(x - Y) * (1 + 2 * _U) + r) * _F
-    bound = float(np.sqrt(np.max(np.sum(e * e, axis=1)) * _F) * _F)
+    return _norm_upper(e)
+
+
+def _norm_upper(e: np.ndarray) -> float:
+    """Upper bound of ``max_n |e_n|_2`` for nonnegative rows ``e_n`` (float64), without
+    underflow (``e_k²`` of ``e_k < 2^-537`` is 0: an error of 1e-226 gave a bound 0) or
+    overflow: each row is divided by a power of two ``2^E >= max_k e_k`` (exact up to
+    underflow of its small entries), then ``2^E sqrt((Σ q_k² + d 2^-1000) F) F``
+    (proofs/bounds.md#interp-float-norm). ``inf`` when it overflows."""
+    m = np.max(e, axis=1)
+    _, E = np.frexp(np.where(m > 0, m, 1.0))  # m < 2^E
+    q = np.ldexp(e, -E[:, None])  # exact division by 2^E (up to underflow)
+    total = (np.sum(q * q, axis=1) + e.shape[1] * 2.0**-1000) * _F
+    with np.errstate(over="ignore"):
+        bounds = np.ldexp(np.sqrt(total) * _F, E)
+    # a subnormal result of ldexp is rounded (by at most 2^-1075): one subnormal ulp added
+    bounds = bounds + np.where(bounds < 2.0**-1021, 2.0**-1074, 0.0)
+    bound = float(np.max(bounds))
     return bound if np.isfinite(bound) else float("inf")

@@ -357,32 +357,48 @@ def _resolve_last_phase(interp: Interpolation, pieces: list, span: tuple) -> lis
     return first + [_round_piece(q) for q in new]
 
 
-def _rebuild_high_dim(interp: Interpolation) -> list | None:
-    """Variant C's phase rebuilt with an integer normal of a few dozen bits near ``u`` and
-    doubles ``w_i`` exactly orthogonal to it (:mod:`certified.interpolation._rounded_phase`);
-    None when no tried normal separates the points. The nearest doubles of C's own parameters
-    are not laminar (``u`` has hundreds of bits): the flow engines had to enclose a flow whose
-    boxes straddle the switching hyperplanes, and gave no bound.
+def _high_dim_normals(interp: Interpolation, quick: bool):
+    """Candidate integer normals for C's rebuilt phase, by family and size (see
+    :func:`_rebuild_high_dim`)."""
+    from certified.interpolation._rounded_phase import integer_normal, lll_normals
 
-    The error is about ``2^-bits`` (the normal's direction) plus the lattice rounding of the
-    ``w_i`` (about ``2^(bits/(k-1) - 52)`` relative, k = min(d, 12)) times the slopes of G;
-    a few ``bits`` are tried and the smallest exact error is kept.
+    d = interp.X.shape[1]
+    k = min(d, 12)
+    top = max(12, min(50, (52 * (k - 1)) // k))
+    for b in (top - 8,) if quick else (top - 12, top - 8, top - 4, top):
+        yield [integer_normal(interp.directions[0], b)]
+    if not quick and d <= 60:
+        for b in range(16, 48, 4):
+            yield lll_normals(interp.Y - interp.X, b)
+
+
+def _rebuild_high_dim(interp: Interpolation) -> list | None:
+    """Variant C's phase rebuilt with an integer normal of a few dozen bits and doubles ``w_i``
+    exactly orthogonal to it (:mod:`certified.interpolation._rounded_phase`,
+    proofs/bounds.md#interp-rounded-phase); None when no tried normal separates the points.
+    The nearest doubles of C's own parameters are not laminar (``u`` has hundreds of bits):
+    the region engine had to enclose a non-laminar flow running along its switching
+    hyperplanes, and gave no bound.
+
+    The error is about the normal's angle to the null space of the ``y_n − x_n`` plus the
+    lattice rounding of the ``w_i`` (finer for shorter normals). Normals tried: ``u`` rounded to
+    a few sizes, and short LLL vectors nearly orthogonal to every ``y_n − x_n`` (small
+    instances); the smallest exact error is kept (large instances: the first that works).
     """
-    from certified.interpolation._rounded_phase import integer_normal, rebuild_phase
+    from certified.interpolation._rounded_phase import rebuild_phase
 
     N, d = interp.X.shape
     tau = _nearest(interp.schedule.pieces[0].duration)
     p = max(q.width for q in interp.schedule.pieces)
-    k = min(d, 12)
-    top = max(12, min(50, (52 * (k - 1)) // k))
-    # small instances (C has N < d): try four and keep the best; large ones: the usual best
-    tries = (top - 12, top - 8, top - 4, top) if N * d <= 20_000 else (top - 8, top - 12, top)
+    quick = N * d > 20_000
     best, best_sq = None, None
-    for b in tries:
-        pieces = rebuild_phase(interp.X, interp.Y, integer_normal(interp.directions[0], b), tau, p)
+    for normals in _high_dim_normals(interp, quick):
+        pieces = next(
+            (r for a in normals if (r := rebuild_phase(interp.X, interp.Y, a, tau, p))), None
+        )
         if pieces is None:
             continue
-        if N * d > 20_000:
+        if quick:
             return pieces
         sched = Schedule(d, interp.schedule.activation, tuple(pieces))
         sq = max(_squared_errors(laminar_images(sched, interp.X), interp.Y))
@@ -404,7 +420,7 @@ def export_float64(
     Variant C's normal ``u`` (hundreds of bits) has no such entry: its one phase is rebuilt in
     doubles with an integer normal of a few dozen bits near ``u`` and every ``w_i`` exactly
     orthogonal to it (:mod:`certified.interpolation._rounded_phase`), so C's export is laminar
-    and exact too (~1e-11 on the 4×8 instances of issue 15, where no bound came out). For
+    and exact too (2e-14 .. 8e-14 on the 4×8 instances of issue 15, where no bound came out). For
     construction A the second phase is rebuilt for the exact images of the rounded first
     phase before it is rounded (its exact parameters would amplify the first phase's
     rounding errors by its large slopes): at N = 2,000, d = p = 16 the error drops from
