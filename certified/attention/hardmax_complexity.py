@@ -71,11 +71,11 @@ def _check_inputs(layer: Any, population: Any, samples: Any) -> None:
             raise InputError("cov: the hardmax limit needs a positive definite covariance")
 
 
-def _evaluate(p, W: Interval, Sig: Interval, lo: np.ndarray, hi: np.ndarray):
+def _evaluate(maps, W: Interval, Sig: Interval, lo: np.ndarray, hi: np.ndarray):
     """Upper bounds of the error on the boxes, certified lower bounds at their centres, the
     centres, and which boxes may meet the shell 1/4 <= |x|² <= 1 (proofs/bounds.md#token-hardmax).
     """
-    _, _, Aiv, Giv, Z = p.heads[0]
+    Aiv, Giv, Z = maps
     X = Interval(lo, hi)
     c = np.minimum(np.maximum(lo + (hi - lo) / 2, lo), hi)
     out = []
@@ -104,6 +104,16 @@ def _evaluate(p, W: Interval, Sig: Interval, lo: np.ndarray, hi: np.ndarray):
     c2 = iv.isum(iv.sqr(Interval(c)), axis=1)
     at_c = np.where((c2.hi <= 1.0) & (c2.lo > 0), out[1][1], -np.inf)
     return out[0][0], at_c, c, meets
+
+
+def _witness(c: list[flint.fmpq], A0: flint.fmpq_mat | None, R: flint.fmpq) -> np.ndarray:
+    """A query in B_R \\ {0} with the value of the search point c (0-homogeneity)."""
+    if A0 is not None:  # c is a point a of a-space: x = A₀⁻ᵀ a
+        sol = A0.transpose().solve(flint.fmpq_mat([[v] for v in c]))
+        c = [sol[i, 0] for i in range(sol.nrows())]
+    # scale into B_R exactly: |x|_1 >= |x|_2, so R/|x|_1 · x has norm <= R
+    t = R / sum((abs(v) for v in c), flint.fmpq(0))
+    return np.array([t * v for v in c], dtype=object)
 
 
 def hardmax_sup_bounds(
@@ -141,6 +151,12 @@ def hardmax_sup_bounds(
     with precision(prec):
         s_n = Interval.from_balls((2 * flint.arb(p.n).log()).sqrt())
     W = iv.matmul(p.Y, p.heads[0][3].T) / s_n  # rows G y_i / s_n
+    # A invertible: search over a = Aᵀx directly (x ↦ a is onto; the conditioning of A then
+    # costs nothing); A = A₀/√k, and x = A₀⁻ᵀ a is a positive multiple of the query of a
+    A0 = flint.fmpq_mat(layer.heads[0].bilinear_unscaled().tolist())
+    invertible = A0.det() != 0
+    eye = Interval(np.eye(population.d))
+    maps = (eye, p.heads[0][3], p.Y) if invertible else p.heads[0][2:]
     Sig = Interval.from_exact(population.cov)
     d = p.d
     batch = max(1, min(128, 600_000 // (p.n * d)))
@@ -153,7 +169,7 @@ def hardmax_sup_bounds(
             chunk = boxes[s : s + batch]
             lo = np.array([b[0] for b in chunk])
             hi = np.array([b[1] for b in chunk])
-            up, at_c, c, meets = _evaluate(p, W, Sig, lo, hi)
+            up, at_c, c, meets = _evaluate(maps, W, Sig, lo, hi)
             count += len(chunk)
             for i in range(len(chunk)):
                 if meets[i]:
@@ -180,7 +196,7 @@ def hardmax_sup_bounds(
     if best_c is None:
         witness, lower = np.array([R] + [flint.fmpq(0)] * (d - 1), dtype=object), flint.fmpq(0)
     else:
-        witness = np.array([_as_fmpq(v) * R for v in best_c], dtype=object)
+        witness = _witness([_as_fmpq(v) for v in best_c], A0 if invertible else None, R)
         lower = _as_fmpq(best)
     resolved = not heap or top <= best * (1 + tol)
     return SupErrorBounds(lower, upper, witness, count, resolved, p.n, R)
