@@ -13,7 +13,7 @@ import contextlib
 import gc
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -146,15 +146,15 @@ def _one_line(text: str) -> str:
     return text.encode("ascii", "backslashreplace").decode("ascii").translate(_CONTROL)
 
 
-def check_paths(paths: list[str], out: TextIO) -> int:
-    """Check each file, print its line on ``out`` (``_cli.py`` gives the format), return the exit
-    status. On a terminal, standard error shows which file is being checked."""
+def check_paths(paths: list[str], out: TextIO, check: Callable[..., Verdict] = check_file) -> int:
+    """Check each file with ``check`` (OSError: unreadable), print its line on ``out`` (format:
+    ``_cli.py``), return the exit status. On a terminal, stderr shows the file being checked."""
     status, tty = 0, sys.stderr.isatty()
     for path in paths:
         if tty:
             print(f"checking {_one_line(path)} ...", file=sys.stderr, flush=True)
         try:
-            verdict = check_file(path)
+            verdict = check(path)
         except OSError as exc:
             reason = _one_line(exc.strerror or type(exc).__name__)
             print(f"REJECTED {_one_line(path)}: I/O error: {reason}", file=out, flush=True)
