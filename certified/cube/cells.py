@@ -90,7 +90,12 @@ def guillotine_partition(
             cells.append(Cell(tuple(lo), tuple(hi), tuple(group)))
             return len(cells) - 1
         order = sorted(group, key=lambda i: (points[i, k], i))
-        runs = _chunks(order, wf, min(counts[k], len(group)))
+        runs: list[list[int]] = []
+        for run in _chunks(order, wf, min(counts[k], len(group))):
+            if runs and (not any(weights[i] for i in run) or not any(weights[i] for i in runs[-1])):
+                runs[-1] = runs[-1] + run  # atoms of weight 0 join a neighbour: volumes stay > 0
+            else:
+                runs.append(run)
         if len(runs) == 1:
             return build(k + 1, group, lo, hi, mass)
         side, edge, cuts, parts = hi[k] - lo[k], lo[k], [], []
