@@ -8,6 +8,7 @@ from certified.attention.family import (
     tightness_configuration,
 )
 from certified.attention.flow_check import check_flow_gronwall
+from certified.attention.hardmax_complexity import hardmax_sup_bounds
 from certified.attention.instance import (
     AttentionInstance,
     parse_attention_instance,
@@ -31,13 +32,25 @@ from certified.attention.norms import (
     spectral_norm_lower,
     spectral_norm_upper,
 )
+from certified.attention.populations import GaussianPopulation, UniformBox
+from certified.attention.sample_complexity import (
+    RateClaimVerdict,
+    SupErrorBounds,
+    check_rate_claim,
+    rate_sweep,
+    sup_error_bounds,
+)
 
 __all__ = [
     "Attention",
     "AttentionInstance",
     "FamilyPoint",
+    "GaussianPopulation",
     "Head",
     "LipschitzVerdict",
+    "RateClaimVerdict",
+    "SupErrorBounds",
+    "UniformBox",
     "attention_jacobian",
     "attention_jvp",
     "attention_map",
@@ -46,12 +59,16 @@ __all__ = [
     "check_flow_gronwall",
     "check_h3",
     "check_on_domain",
+    "check_rate_claim",
+    "hardmax_sup_bounds",
     "parse_attention_instance",
+    "rate_sweep",
     "read_attention_instance",
     "search_lipschitz_lower",
     "spectral_norm_bounds",
     "spectral_norm_lower",
     "spectral_norm_upper",
     "sqrt_n_family",
+    "sup_error_bounds",
     "tightness_configuration",
 ]
