@@ -366,7 +366,10 @@ def _high_dim_normals(interp: Interpolation, quick: bool):
     k = min(d, 12)
     top = max(12, min(50, (52 * (k - 1)) // k))
     for b in (top - 8,) if quick else (top - 12, top - 8, top - 4, top):
-        yield [integer_normal(interp.directions[0], b)]
+        a = integer_normal(interp.directions[0], b)
+        # u's entries often repeat (free variables of its null space): equal entries of a tie
+        # the s of symmetric lattice data; a tilt by k in entry k breaks such ties
+        yield [a, [x + k for k, x in enumerate(a)]]
     if not quick and d <= 60:
         for b in range(16, 48, 4):
             yield lll_normals(interp.Y - interp.X, b)
