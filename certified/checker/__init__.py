@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from ._cube_rule import check_cube_v1
+from ._entropic_rule import check_entropic_v1
 from ._interpolation_rule import check_interpolation_v1
 from ._lipschitz_domain_rule import check_lipschitz_domain_v1
 from ._lipschitz_rule import check_lipschitz_v1
@@ -50,6 +51,7 @@ KINDS = {  # the known certificate kinds and, for each, the checker of each know
     "lipschitz-domain": {1: check_lipschitz_domain_v1},
     "wasserstein": {1: check_wasserstein_v1},
     "interpolation": {1: check_interpolation_v1},
+    "entropic": {1: check_entropic_v1},
     "transport-to-cube": {1: check_cube_v1},
 }
 

@@ -9,7 +9,7 @@ from typing import Any
 import flint
 
 from . import _parse
-from ._parse import Rejected, array, exact, fields, measure, positive, vector
+from ._parse import Rejected, array, exact, fields, measure, positive, string, vector
 from ._wasserstein_rule import MAX_Q_TERMS, _scaled
 
 PREC = 128
@@ -94,16 +94,14 @@ def _problem(X, Y, a, b, gamma, q, hint, where: str):
 
 def check_entropic_v1(instance: Any, claim: Any, hints: Any) -> str:
     """Check an entropic v1 certificate; return a summary or raise Rejected."""
-    fields(instance, "instance", ("mu", "nu", "gamma", "q", "divergence"))
+    fields(instance, "instance", ("mu", "nu", "gamma", "q", "quantity"))
     X, a = measure(instance["mu"], "instance.mu")
     Y, b = measure(instance["nu"], "instance.nu", len(X[0]))
     gamma = positive(instance["gamma"], "instance.gamma")
     q = exact(instance["q"], "instance.q")
     if q < 1 or q.p > MAX_Q_TERMS or q.q > MAX_Q_TERMS:
         raise Rejected(f"instance.q: needs q >= 1 with numerator, denominator <= {MAX_Q_TERMS}")
-    div = instance["divergence"]
-    if div is not True and div is not False:
-        raise Rejected("instance.divergence: expected true or false")
+    div = string(instance["quantity"], "instance.quantity", ("ot", "divergence")) == "divergence"
     fields(claim, "claim", ("lower", "upper"))
     lo, up = exact(claim["lower"], "claim.lower"), exact(claim["upper"], "claim.upper")
     fields(hints, "hints", ("potentials",))

@@ -52,6 +52,9 @@ class CommandRecord:
     bench: tuple[tuple[str, str], ...] = ()
     # ``certified sweep``: names the family's SweepFamily adapter (certified/sweep/families.py)
     sweep: str | None = None
+    # what ``--out`` names: "file" (``cli`` refuses one that is an input, or exists without
+    # ``--force``, before any work) or "directory" (the command's own business)
+    output: str = "file"
 
     def add_arguments(self, parser) -> None:
         load(f"{self.module}:add_arguments")(parser)
@@ -67,6 +70,7 @@ COMMANDS: tuple[CommandRecord, ...] = (
         "run the main job on embedded defaults and re-check it",
         "certified.demo",
         demo="certified.demo:arithmetic_checks",
+        output="directory",
     ),
     CommandRecord(
         "check",
@@ -108,6 +112,16 @@ COMMANDS: tuple[CommandRecord, ...] = (
         sweep="certified.sweep.families:WASSERSTEIN",
     ),
     CommandRecord(
+        "sinkhorn",
+        "certified two-sided bounds on entropic OT or the Sinkhorn divergence, with a certificate",
+        "certified.entropic.command",
+        description="Bounds on OT_gamma(mu, nu) = min <C, pi> + gamma KL(pi | a x b) (or on the "
+        "Sinkhorn divergence with --divergence), cost |x - y|^q; the certificate holds the dual "
+        "potentials. Exit 0 verified, 1 not verified, 2 bad input (nothing written).",
+        demo="certified.entropic.command:demo_check",
+        bench=(("sinkhorn", "certified.entropic._bench:bench_sinkhorn"),),
+    ),
+    CommandRecord(
         "lipschitz",
         "three-valued checks of Lipschitz bounds (attention H1/H2/H3, neural-ODE flows)",
         "certified.attention.command",
@@ -116,6 +130,16 @@ COMMANDS: tuple[CommandRecord, ...] = (
         "(see proofs/lipschitz.md); H3: for the pair mu, nu; flow: all pairs of the points.",
         demo="certified.attention.command:demo_check",
         sweep="certified.sweep.families:LIPSCHITZ",
+    ),
+    CommandRecord(
+        "tokens",
+        "token-sample complexity: certified sup over B_R of |attention(n tokens) - its limit|",
+        "certified.attention.tokens_command",
+        description="VERIFIED if the certified upper bound on the sup is <= C/sqrt(n) (or "
+        "C/log n, C/sqrt(log n)); REFUTED with a query whose certified error exceeds it. "
+        "Populations with closed-form attention: Gaussian, uniform on a box; --family hardmax "
+        "for the beta -> infinity limit (Gaussian tokens).",
+        bench=(("tokens", "certified.attention._tokens_bench:suite"),),
     ),
     CommandRecord(
         "interpolate",
@@ -144,6 +168,7 @@ COMMANDS: tuple[CommandRecord, ...] = (
         "certified sweep init FAMILY prints an example spec. Needs the sweep extra "
         "(pip install 'certified[sweep]'). See proofs/sweep.md.",
         bench=(("sweep", "certified.sweep._bench:bench_sweep"),),
+        output="directory",
     ),
 )
 

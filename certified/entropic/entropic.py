@@ -101,7 +101,8 @@ class SinkhornDivergenceBounds:
         return 0.0 if self.upper == 0 else float((self.upper - self.lower) / abs(self.upper))
 
 
-def _check_gamma(gamma: Any) -> flint.fmpq:
+def check_gamma(gamma: Any) -> flint.fmpq:
+    """``gamma`` as an exact rational in ``[2^-60, 2^60]`` (else DomainError). Guarantee: exact."""
     g = to_fmpq(gamma, "gamma")
     if g <= 0:
         raise DomainError(f"gamma: {gamma!r} is not > 0; the entropic regularisation needs γ > 0")
@@ -184,7 +185,7 @@ def certify_potentials(
     mu, nu = as_measure(mu, "mu"), as_measure(nu, "nu")
     if mu.d != nu.d:
         raise ShapeError(f"nu: points in dimension {nu.d}, mu's are in dimension {mu.d}")
-    gam, qq = _check_gamma(gamma), _check_q(q)
+    gam, qq = check_gamma(gamma), _check_q(q)
     f = np.ascontiguousarray(f, dtype=np.float64)
     g = np.ascontiguousarray(g, dtype=np.float64)
     if f.shape != (mu.n,) or g.shape != (nu.n,):
@@ -232,7 +233,7 @@ def entropic_ot(mu: Any, nu: Any, gamma: Any, q: Any = 2) -> EntropicBounds:
     mu, nu = as_measure(mu, "mu"), as_measure(nu, "nu")
     if mu.d != nu.d:
         raise ShapeError(f"nu: points in dimension {nu.d}, mu's are in dimension {mu.d}")
-    gam, qq = _check_gamma(gamma), _check_q(q)
+    gam, qq = check_gamma(gamma), _check_q(q)
     costs = CostBounds(mu, nu, qq)
     M = costs.float_costs()
     f, g, info = solve_potentials(M, mu.weights_float, nu.weights_float, float(gam))
