@@ -36,6 +36,7 @@ from certified.errors import InputError, ShapeError
 __all__ = [
     "GaussianPopulation",
     "UniformBox",
+    "parse_population",
     "langevin",
     "langevin_derivative_range",
     "langevin_range",
@@ -244,3 +245,26 @@ class UniformBox:
         lo = np.array([float(v) for v in self.lower])
         hi = np.array([float(v) for v in self.upper])
         return np.clip(lo + (hi - lo) * rng.random((n, self.d)), lo, hi)
+
+
+def parse_population(obj: Any, field: str = "population") -> GaussianPopulation | UniformBox:
+    """``{"gaussian": {"mean": d, "cov": d×d}}`` or ``{"uniform": {"lower": d, "upper": d}}``
+    (numbers as in every input file: JSON numbers are binary64 values, strings exact).
+
+    Raises
+    ------
+    SchemaError, ShapeError, InputError
+
+    Guarantee: exact.
+    """
+    from certified.io import check_keys
+
+    check_keys(obj, field, [], ["gaussian", "uniform"])
+    if len(obj) != 1:
+        raise InputError(f'{field}: give exactly one of "gaussian" or "uniform"')
+    ((kind, body),) = obj.items()
+    if kind == "gaussian":
+        check_keys(body, f"{field}.gaussian", ["mean", "cov"])
+        return GaussianPopulation(body["mean"], body["cov"])
+    check_keys(body, f"{field}.uniform", ["lower", "upper"])
+    return UniformBox(body["lower"], body["upper"])
