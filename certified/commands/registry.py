@@ -133,7 +133,7 @@ COMMANDS: tuple[CommandRecord, ...] = (
     ),
     CommandRecord(
         "tokens",
-        "token-sample complexity: certified sup over B_R of |attention(n tokens) - its limit|",
+        "token-sample complexity: certified sup over B_R of the error of n-token attention",
         "certified.attention.tokens_command",
         description="VERIFIED if the certified upper bound on the sup is <= C/sqrt(n) (or "
         "C/log n, C/sqrt(log n)); REFUTED with a query whose certified error exceeds it. "
