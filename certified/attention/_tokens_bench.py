@@ -22,7 +22,7 @@ _V = [[1.0, 0.0], [0.5, 1.0]]
 
 
 def _float_sup(Y: np.ndarray, R: float, m: int) -> float:
-    A = np.array(_Q).T @ np.eye(2)  # KᵀQ with K = I (unscaled layer below)
+    A = np.eye(2).T @ np.array(_Q)  # KᵀQ with K = I (unscaled layer below)
     side = int(np.ceil(np.sqrt(m * 4 / np.pi)))
     g = np.linspace(-R, R, side)
     X = np.array([(a, b) for a in g for b in g if a * a + b * b <= R * R])

@@ -312,3 +312,21 @@ def test_bad_populations(make, text):
 def test_bad_claims(C, rate, samples, text):
     with pytest.raises(InputError, match=text):
         check_rate_claim(LAYER1, POP1, samples, 1, C, rate=rate)
+
+
+def test_rate_sweep_rows_and_fit():
+    from certified.attention.sample_complexity import rate_sweep
+
+    pop = GaussianPopulation([0, 0], [[1, 0], [0, 1]])
+    layer = _layer(2, seed=1)
+    out = rate_sweep(layer, pop, [5, 20], [0.5, 2], rel_tol=0.2, max_boxes=400)
+    assert [(r["n"], r["R"]) for r in out["rows"]] == [(5, 0.5), (20, 0.5), (5, 2.0), (20, 2.0)]
+    Y = pop.sample(20, np.random.default_rng(0))  # the sweep's draw (seed 0), nested prefixes
+    for r in out["rows"]:
+        assert r["lower"] <= r["upper"]
+        with mpmath.workdps(30):
+            x = np.array([r["R"] * (1 - 2**-20), 0.0])
+            assert float(ref_error(layer, pop, Y[: r["n"]], x)) <= r["upper"] * (1 + 2**-40)
+    C = out["C"]
+    slope = (np.log(C[2.0]) - np.log(C[0.5])) / 1.5
+    assert abs(out["slope"] - slope) < 1e-9
