@@ -124,7 +124,8 @@ def _client(scheduler: str | None, workers: int, client: Any) -> Iterator[Any]:
 def _prepare(spec: Any, out: Any) -> tuple[SweepSpec, list[Instance], Path]:
     spec = spec if isinstance(spec, SweepSpec) else load_spec(spec)
     instances = spec.instances()
-    out = out if out is not None else spec.out
+    if out is None and spec.out is not None:  # the spec's out: relative to the spec file
+        out = spec.base / spec.out
     if out is None:
         raise SpecError('out: give an output directory (--out DIR, or out = "DIR" in the spec)')
     out = Path(out)
