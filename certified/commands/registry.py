@@ -165,7 +165,8 @@ COMMANDS: tuple[CommandRecord, ...] = (
         "campaigns of theorem instances on Dask: a table and a certificate per instance",
         "certified.sweep.command",
         description="certified sweep SPEC --out DIR [--scheduler ADDRESS] [--workers N]; "
-        "certified sweep init FAMILY prints an example spec. Needs the sweep extra "
+        "certified sweep init FAMILY prints an example spec; certified sweep check DIR "
+        "re-checks a sweep's certificates on the cluster. Needs the sweep extra "
         "(pip install 'certified[sweep]'). See proofs/sweep.md.",
         bench=(("sweep", "certified.sweep._bench:bench_sweep"),),
         output="directory",
