@@ -1,7 +1,13 @@
 """The ``certified`` command (see ``README.md`` and the CLI contract in the design notes).
 
-Exit codes: 0 success, 1 a check failed (REJECTED / not verified), 2 usage, input or I/O error.
-Errors print one line on stderr; nothing is written on failure.
+Exit codes: 0 success, 1 a check failed (REJECTED / not verified), 2 usage, input or I/O error;
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 141 standard output closed early
+(``certified ... | head``), 70 an internal error (a bug: one line, ``--debug`` shows the
+traceback). Errors print one line on stderr; nothing is written on failure or interruption.
+
+Files are safe: before any work, ``--out`` naming one of the command's input files (compared
+by device and inode, so symlinks and ``./`` do not slip through) is refused, and so is an
+existing ``--out`` file unless ``--force``; a missing output directory is named.
 
 Subcommands come from the registry (``certified.commands.registry``). Only the chosen
 subcommand's options are declared, so its family is imported only when it runs (or for its own
@@ -11,7 +17,10 @@ subcommand's options are declared, so its family is imported only when it runs (
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+from pathlib import Path
 
 from certified import __version__
 from certified.commands.registry import COMMANDS, command
@@ -55,24 +64,127 @@ def _build_parser(chosen: str | None = None, every: bool = False) -> argparse.Ar
         parser = sub.add_parser(record.name, help=record.help, **kwargs)
         if every or record.name == chosen:
             record.add_arguments(parser)
+            if record.output == "file" and any(a.dest == "out" for a in parser._actions):
+                parser.add_argument(
+                    "--force", action="store_true", help="replace an existing --out file"
+                )
+        parser.add_argument(
+            "--debug", action="store_true", help="show the traceback of an internal error"
+        )
     return p
 
 
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that writers remove their temporary files."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated
+
+
+def _identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _output_problem(args: argparse.Namespace) -> str | None:
+    """Why ``--out`` must not be written, or None: it names an input file, an existing file
+    (without ``--force``), a directory, or a path in a directory that does not exist."""
+    out = getattr(args, "out", None)
+    if out is None or command(args.command).output != "file":
+        return None
+    target = Path(out)
+    ident = _identity(target)
+    if ident is not None:
+        for name, value in sorted(vars(args).items()):
+            is_path = isinstance(value, (str, os.PathLike))
+            if name != "out" and is_path and _identity(value) == ident:
+                return f"--out: {out} is the --{name.replace('_', '-')} input; choose another file"
+        if target.is_dir():
+            return f"--out: {out} is a directory; name a file"
+        if not getattr(args, "force", False):
+            return f"--out: {out} exists; pass --force to replace it"
+    parent = target.parent
+    if not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist"
+        return f"--out: the directory {os.fspath(parent)!r} {what}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    """Run ``certified ARGV``; return the exit code (see the module docstring)."""
+    previous = None
+    if hasattr(signal, "SIGTERM") and _in_main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _main(sys.argv[1:] if argv is None else list(argv))
+    except _Terminated:  # before the command started: nothing can have been written
+        print("certified: terminated (no partial or temporary file is left)", file=sys.stderr)
+        return 143
+    except KeyboardInterrupt:
+        print("certified: interrupted (no partial or temporary file is left)", file=sys.stderr)
+        return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str]) -> int:
     parser = _build_parser(_chosen_command(argv))
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
+    name = f"certified {args.command}"
+    problem = _output_problem(args)
+    if problem is not None:
+        print(f"{name}: {problem}", file=sys.stderr)
+        return 2
     try:
         return command(args.command).run(args)
     except CertifiedError as exc:
-        print(f"certified {args.command}: {exc}", file=sys.stderr)
+        print(f"{name}: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `certified ... | head`: the reader left; say nothing more
+        _silence_stdout()
+        return 141
     except OSError as exc:
-        print(f"certified {args.command}: I/O error: {exc}", file=sys.stderr)
+        print(f"{name}: I/O error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted (no partial or temporary file is left)", file=sys.stderr)
+        return 130
+    except _Terminated:
+        print(f"{name}: terminated (no partial or temporary file is left)", file=sys.stderr)
+        return 143
+    except Exception as exc:
+        if getattr(args, "debug", False):
+            raise
+        print(
+            f"{name}: internal error: {type(exc).__name__}: {exc} (a bug: please report it; "
+            "--debug shows the traceback)",
+            file=sys.stderr,
+        )
+        return 70
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

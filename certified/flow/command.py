@@ -68,26 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
-def _refuse_output_over_input(args: argparse.Namespace) -> None:
-    """--out must not name one of the inputs (resolved paths and inodes: symlinks and ./
-    do not slip through); checked before any work, so no input is ever overwritten."""
-    import os
-
-    from certified.errors import InputError
-
-    out = Path(args.out)
-    for name in ("schedule", "field", "points", "boxes"):
-        value = getattr(args, name, None)
-        if value is None or not Path(value).exists():
-            continue
-        same = out.exists() and os.path.samefile(out, value)
-        if same or out.resolve() == Path(value).resolve():
-            raise InputError(f"--out: {args.out} is the --{name} input; choose another file")
-
-
 def run(args: argparse.Namespace) -> int:
     """Run ``certified flow``; return the exit code (raises CertifiedError on bad input)."""
-    _refuse_output_over_input(args)
     from certified._progress import Progress
     from certified.arith.exact import fmpq_to_str, to_fmpq
     from certified.certificates import command_json, print_json, write_if_accepted

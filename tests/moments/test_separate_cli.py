@@ -41,8 +41,11 @@ def test_separate_verified_writes_a_checked_certificate(tmp_path, pte_files, cap
     assert cert["claim"] == {k: w[k] for k in ("q", "coordinate", "mu", "nu")}
     assert check_file(out).verified
     assert main(["check", str(out)]) == 0
-    # text mode
-    assert main(["separate", "--mu", pte_files[0], "--nu", pte_files[1], "--out", str(out)]) == 0
+    # text mode; the existing certificate is replaced only with --force
+    argv = ["separate", "--mu", pte_files[0], "--nu", pte_files[1], "--out", str(out)]
+    assert main(argv) == 2
+    assert "exists; pass --force" in capsys.readouterr().err
+    assert main([*argv, "--force"]) == 0
     assert "VERIFIED" in capsys.readouterr().out
 
 
@@ -94,7 +97,8 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, pte_files, nu, w
     out = tmp_path / "sep.json"
     out.write_text("old")
     bad = _write(tmp_path / "bad.json", nu)
-    assert main(["separate", "--mu", pte_files[0], "--nu", bad, "--out", str(out)]) == 2
+    argv = ["separate", "--mu", pte_files[0], "--nu", bad, "--out", str(out), "--force"]
+    assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err and "bad.json" in err
     assert out.read_text() == "old"

@@ -1,0 +1,157 @@
+"""Files are safe on the command line (issue 19): no command writes over one of its inputs
+(device and inode: symlinks and ./ do not slip through), an existing --out is replaced only with
+--force, a folder that does not exist is named, and an interrupted command (SIGINT, SIGTERM)
+leaves neither a partial file nor a temporary one. Internal errors are one line; --debug shows
+the traceback; a closed pipe ends the command quietly."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import certified.flow.command
+from certified.checker import check_file
+from certified.cli import main
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "formats" / "examples"
+
+
+def _copy(tmp_path: Path, name: str) -> Path:
+    target = tmp_path / name
+    target.write_bytes((EXAMPLES / name).read_bytes())
+    return target
+
+
+@pytest.fixture
+def inputs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return {n: _copy(tmp_path, n) for n in ("schedule.json", "points.csv", "dataset.json",
+                                           "measure.json", "attention-instance.json")}  # fmt: skip
+
+
+def _commands(i: dict[str, Path]) -> dict[str, tuple[list[str], list[str]]]:
+    """command -> (argv without --out, the inputs that --out may be pointed at)."""
+    return {
+        "flow": (["flow", "--schedule", "schedule.json", "--points", "points.csv"],
+                 ["schedule.json", "points.csv"]),
+        "interpolate": (["interpolate", "--data", "dataset.json", "--width", "2"],
+                        ["dataset.json"]),
+        "wasserstein": (["wasserstein", "--mu", "measure.json", "--nu", "measure.json"],
+                        ["measure.json"]),
+        "lipschitz": (["lipschitz", "--instance", "attention-instance.json", "--hypothesis",
+                       "H2"], ["attention-instance.json"]),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["flow", "interpolate", "wasserstein", "lipschitz"])
+def test_out_naming_an_input_is_refused_and_the_input_kept(inputs, name, capsys, tmp_path):
+    argv, targets = _commands(inputs)[name]
+    for target in targets:
+        before = Path(target).read_bytes()
+        os.symlink(target, "link")
+        for spelling in (target, f"./{target}", str(tmp_path / target), "link"):
+            assert main([*argv, "--out", spelling]) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and "input; choose another file" in err, err
+            assert Path(target).read_bytes() == before
+        os.unlink("link")
+
+
+@pytest.mark.parametrize("name", ["flow", "interpolate", "wasserstein", "lipschitz"])
+def test_an_existing_out_is_replaced_only_with_force(inputs, name, capsys):
+    argv, _ = _commands(inputs)[name]
+    Path("cert.json").write_text("keep me")
+    assert main([*argv, "--out", "cert.json"]) == 2
+    assert "exists; pass --force to replace it" in capsys.readouterr().err
+    assert Path("cert.json").read_text() == "keep me"
+    assert main([*argv, "--out", "cert.json", "--force"]) == 0
+    assert check_file("cert.json").verified
+
+
+def test_out_a_directory_or_in_a_missing_one(inputs, capsys):
+    argv, _ = _commands(inputs)["interpolate"]
+    os.mkdir("d")
+    assert main([*argv, "--out", "d"]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert main([*argv, "--out", "nodir/c.json"]) == 2
+    assert "the directory 'nodir' does not exist" in capsys.readouterr().err
+    assert not Path("nodir").exists() and os.listdir("d") == []
+
+
+def test_an_internal_error_is_one_line_and_debug_shows_the_traceback(inputs, monkeypatch, capsys):
+    def boom(args):
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr(certified.flow.command, "run", boom)
+    argv = ["flow", "--schedule", "schedule.json", "--points", "points.csv", "--out", "c.json"]
+    assert main(argv) == 70
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error: ZeroDivisionError: boom" in err
+    assert "--debug" in err and "Traceback" not in err
+    with pytest.raises(ZeroDivisionError):
+        main([*argv, "--debug"])
+
+
+def _slow_job(tmp_path: Path) -> list[str]:
+    """A certified flow of several seconds: 6 tanh points through 8 pieces, most of it the
+    replay of the certificate (interruptions in the first 3 s hit the work)."""
+    rng = np.random.default_rng(1)
+    d, p = 3, 8
+    pieces = [{"duration": "1/8", "W": (rng.standard_normal((d, p)) / 3).tolist(),
+               "A": rng.standard_normal((p, d)).tolist(), "b": rng.standard_normal(p).tolist()}
+              for _ in range(8)]  # fmt: skip
+    (tmp_path / "s.json").write_text(json.dumps({"dimension": d, "activation": "tanh",
+                                                 "pieces": pieces}))  # fmt: skip
+    np.savetxt(tmp_path / "x.csv", rng.uniform(-1, 1, (6, d)), delimiter=",")
+    return [sys.executable, "-m", "certified.cli", "flow", "--schedule", "s.json",
+            "--points", "x.csv", "--out", "out.json"]  # fmt: skip
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_an_interrupted_command_leaves_no_partial_or_temporary_file(tmp_path, sig):
+    argv = _slow_job(tmp_path)
+    rng = random.Random(19)
+    trials = int(os.environ.get("CERTIFIED_INTERRUPT_TRIALS", "4"))
+    for _ in range(trials):
+        for f in tmp_path.glob("*out.json*"):
+            f.unlink()
+        proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        time.sleep(rng.uniform(0.3, 3.0))
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+        left = sorted(f.name for f in tmp_path.iterdir() if f.name not in {"s.json", "x.csv"})
+        assert "Traceback" not in err, err
+        if proc.returncode == 0:  # finished first: the complete, checked certificate
+            assert left == ["out.json"] and check_file(tmp_path / "out.json").verified
+        else:  # no temporary file; a certificate only if complete and checked
+            assert left in ([], ["out.json"]), left
+            if left:
+                assert check_file(tmp_path / "out.json").verified
+            if proc.returncode == -sig:  # before the interpreter reached main: nothing began
+                assert left == []
+                continue
+            expected = 143 if sig == signal.SIGTERM else 130
+            assert proc.returncode == expected, (proc.returncode, err)
+            assert err.strip().endswith("no partial or temporary file is left)"), err
+
+
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
+    # `certified ... | head`: the reader is gone before the command prints its result
+    np.savetxt(tmp_path / "x.csv", [[1.4, 2.4], [0.5, -0.5]], delimiter=",")
+    argv = [sys.executable, "-m", "certified.cli", "flow", "--field", "vanderpol", "--points",
+            "x.csv", "--time", "1/64", "--out", "o.json", "--json"]  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 141
+    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception" not in err, err
