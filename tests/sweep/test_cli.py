@@ -77,11 +77,14 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(capsys, tmp_path, ar
     assert not (tmp_path / "out").exists()
 
 
-def test_a_sweep_on_one_worker_then_check_every_certificate(capsys, tmp_path, monkeypatch):
+def test_a_sweep_on_a_running_scheduler_then_check_every_certificate(
+    capsys, tmp_path, monkeypatch, client2
+):
     (tmp_path / "specs").mkdir()
     _spec(tmp_path / "specs", {**H2, "out": "../out"})  # relative to the spec file
     monkeypatch.chdir(tmp_path / "specs")
-    code, out, err = _run(capsys, "sweep", "spec.json", "--workers", 1, "--json")
+    address = client2.scheduler.address
+    code, out, err = _run(capsys, "sweep", "spec.json", "--scheduler", address, "--json")
     assert code == 0 and err == ""  # no progress bar off a terminal
     assert not (tmp_path / "specs" / "out").exists()
     result = json.loads(out)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import signal
 import socket
@@ -17,7 +16,6 @@ import pytest
 pytest.importorskip("dask.distributed")
 
 import pandas as pd
-from dask.distributed import Client, LocalCluster
 
 from certified.arith.exact import to_fmpq
 from certified.checker import check_file
@@ -38,33 +36,6 @@ INTERP = {
     "run": {"batch": 2},
     "generate": [{"kind": "grid", "repeat": 2, "grid": {"N": [3, 5, 8], "d": [2], "p": [1, 2]}}],
 }
-
-
-def _cluster(workers):
-    cluster = LocalCluster(
-        n_workers=workers,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=":0",
-        silence_logs=logging.CRITICAL,
-    )
-    return cluster, Client(cluster, set_as_default=False)
-
-
-@pytest.fixture(scope="module")
-def client2():
-    cluster, client = _cluster(2)
-    yield client
-    client.close()
-    cluster.close()
-
-
-@pytest.fixture(scope="module")
-def client1():
-    cluster, client = _cluster(1)
-    yield client
-    client.close()
-    cluster.close()
 
 
 @pytest.fixture(scope="module")
