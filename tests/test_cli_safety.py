@@ -155,3 +155,27 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=300) == 141
     assert "Traceback" not in err and "BrokenPipe" not in err and "Exception" not in err, err
+
+
+@pytest.mark.parametrize("activation", ["relu", "leaky_relu", "tanh", "sigmoid"])
+@pytest.mark.parametrize("value", ["1e400", "-1e400", "1*2^1100"])
+def test_a_parameter_beyond_the_double_range_is_one_line(inputs, activation, value, capsys):
+    schedule = json.loads(Path("schedule.json").read_text())
+    schedule["activation"] = activation
+    schedule["pieces"][1]["A"][2][1] = value
+    Path("big.json").write_text(json.dumps(schedule))
+    argv = ["flow", "--schedule", "big.json", "--points", "points.csv", "--out", "c.json"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("certified flow: big.json: pieces[1].A[2][1]: beyond the double range")
+    assert not Path("c.json").exists()
+
+
+@pytest.mark.parametrize("prec", ["10", "52", "4097"])
+def test_a_precision_outside_the_replayable_range_is_refused_first(inputs, prec, capsys):
+    argv = ["flow", "--schedule", "schedule.json", "--points", "points.csv", "--out", "c.json"]
+    assert main([*argv, "--prec", prec]) == 2
+    err = capsys.readouterr().err
+    assert f"--prec: {prec} is outside [53, 4096] bits" in err and err.count("\n") == 1
+    assert not Path("c.json").exists()

@@ -61,15 +61,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prec",
         type=int,
-        help="working precision in bits (ReLU: default 128; tanh/sigmoid: default 53, the "
-        "compiled float64 kernels; other values run the same method in arb)",
+        help="working precision in bits, 53 to 4096 (ReLU: default 128; smooth fields: default "
+        "53, the compiled float64 kernels; other values run the same method in arb)",
     )
     parser.add_argument("--out", type=Path, required=True, help="certificate file to write")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
+PREC_RANGE = (53, 4096)  # hints.precision of rules taylor-lohner and relu-regions
+
+
+def _require_doubles(schedule, source) -> None:
+    """Every engine's step heuristics work with the parameters' nearest doubles: a parameter
+    beyond the double range (a string "1e400" is read exactly) is refused before any work,
+    naming the file and the field."""
+    import numpy as np
+
+    from certified.arith.exact import fmpq_to_float
+    from certified.errors import RangeOverflowError
+
+    for j, piece in enumerate(schedule.pieces):
+        for name in ("W", "A", "b"):
+            values = getattr(piece, name)
+            for index in np.ndindex(values.shape):
+                try:
+                    fmpq_to_float(values[index], "nearest")
+                except RangeOverflowError:
+                    where = "".join(f"[{i}]" for i in index)
+                    raise RangeOverflowError(
+                        f"{source}: pieces[{j}].{name}{where}: beyond the double range "
+                        "(|v| < 1.8e308) that the flow engines need; rescale the schedule"
+                    ) from None
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``certified flow``; return the exit code (raises CertifiedError on bad input)."""
+    if args.prec is not None and not PREC_RANGE[0] <= args.prec <= PREC_RANGE[1]:
+        from certified.errors import PrecisionError
+
+        raise PrecisionError(
+            f"--prec: {args.prec} is outside [{PREC_RANGE[0]}, {PREC_RANGE[1]}] bits, the "
+            "precisions at which certificates are replayed (proofs/format.md)"
+        )
     from certified._progress import Progress
     from certified.arith.exact import fmpq_to_str, to_fmpq
     from certified.certificates import command_json, print_json, write_if_accepted
@@ -82,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
     if args.field is not None or args.save_at is not None:
         return _run_field(args, t0)
     schedule = Schedule.from_json(args.schedule)
+    _require_doubles(schedule, args.schedule)
     if not schedule.activation.is_piecewise_linear:  # tanh / sigmoid: the Taylor-Lohner path
         return _run_field(args, t0, schedule)
     if args.boxes is not None:
