@@ -26,7 +26,6 @@ and :func:`hardmax_sup_bounds` bounds it by branch and bound over boxes covering
 
 from __future__ import annotations
 
-import heapq
 from typing import Any
 
 import flint
@@ -36,13 +35,13 @@ from certified.arith import interval as iv
 from certified.arith.ball import check_precision, precision
 from certified.arith.exact import to_fmpq
 from certified.arith.interval import Interval
+from certified.attention.box_search import branch_and_bound
 from certified.attention.model import Attention
 from certified.attention.populations import GaussianPopulation
 from certified.attention.sample_complexity import (
     DEFAULT_PREC,
     SupErrorBounds,
     _as_fmpq,
-    _bisect,
     _check_budget,
     _problem,
     _sqrt_nonneg,
@@ -160,37 +159,15 @@ def hardmax_sup_bounds(
     Sig = Interval.from_exact(population.cov)
     d = p.d
     batch = max(1, min(128, 600_000 // (p.n * d)))
-    heap: list[tuple[float, int, np.ndarray, np.ndarray]] = []
-    best, best_c, count = 0.0, None, 0
-
-    def run(boxes):
-        nonlocal best, best_c, count
-        for s in range(0, len(boxes), batch):
-            chunk = boxes[s : s + batch]
-            lo = np.array([b[0] for b in chunk])
-            hi = np.array([b[1] for b in chunk])
-            up, at_c, c, meets = _evaluate(maps, W, Sig, lo, hi)
-            count += len(chunk)
-            for i in range(len(chunk)):
-                if meets[i]:
-                    heapq.heappush(heap, (-float(up[i]), count * 1024 + i, lo[i], hi[i]))
-                if at_c[i] > best:
-                    best, best_c = float(at_c[i]), c[i].copy()
-
-    run([(np.full(d, -1.0), np.full(d, 1.0))])
-    while heap and count < max_boxes:
-        top = -heap[0][0]
-        if top <= best * (1 + tol) or (stop_below is not None and top <= stop_below):
-            break
-        if stop_above is not None and best > stop_above:
-            break
-        children = []
-        while heap and len(children) < 2 * batch and -heap[0][0] > best * (1 + tol):
-            _, _, lo, hi = heapq.heappop(heap)
-            lo1, hi1, lo2, hi2 = _bisect(lo, hi)
-            children += [(lo1, hi1), (lo2, hi2)]
-        run(children)
-    top = -heap[0][0] if heap else 0.0
+    top, best, best_c, count, resolved = branch_and_bound(
+        lambda lo, hi: _evaluate(maps, W, Sig, lo, hi),
+        (np.full(d, -1.0), np.full(d, 1.0)),
+        batch=batch,
+        rel_tol=tol,
+        max_boxes=max_boxes,
+        stop_below=stop_below,
+        stop_above=stop_above,
+    )
     upper = _as_fmpq(top) if np.isfinite(top) else None  # None: no finite bound yet
     R = to_fmpq(R, "R")
     if best_c is None:
@@ -198,5 +175,4 @@ def hardmax_sup_bounds(
     else:
         witness = _witness([_as_fmpq(v) for v in best_c], A0 if invertible else None, R)
         lower = _as_fmpq(best)
-    resolved = not heap or top <= best * (1 + tol)
     return SupErrorBounds(lower, upper, witness, count, resolved, p.n, R)

@@ -34,7 +34,6 @@ Claims: ``S <= C/√n`` (:func:`check_rate_claim`) is VERIFIED if ``upper <= C/�
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +44,7 @@ from certified.arith import interval as iv
 from certified.arith.ball import check_precision, endpoints, precision
 from certified.arith.exact import fmpq_to_float, to_fmpq, to_fmpq_array
 from certified.arith.interval import Interval
+from certified.attention.box_search import branch_and_bound
 from certified.attention.maps import attention_measure_map
 from certified.attention.model import Attention
 from certified.attention.populations import GaussianPopulation, UniformBox
@@ -311,15 +311,6 @@ def _as_fmpq(v: float) -> flint.fmpq:
     return flint.fmpq(*float(v).as_integer_ratio())
 
 
-def _bisect(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, ...]:
-    # any float between the endpoints splits the box into two boxes covering it exactly
-    j = int(np.argmax(hi - lo))
-    mid = min(max(lo[j] + (hi[j] - lo[j]) / 2, lo[j]), hi[j])
-    hi1, lo2 = hi.copy(), lo.copy()
-    hi1[j], lo2[j] = mid, mid
-    return lo, hi1, lo2, hi
-
-
 def _check_budget(value: Any, name: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InputError(f"{name}: {value!r}; give an integer {low} <= {name} <= {high}")
@@ -356,11 +347,12 @@ def sup_error_bounds(
         The tokens ``y_i`` of ``μ_n`` (floats mean their binary value).
     R : exact number > 0
     rel_tol : number in (0, 10]
-        Stop when ``upper <= (1 + rel_tol) lower``.
+        Stop when ``upper <= (1 + rel_tol) lower`` (``resolved``).
     max_boxes : int
         Budget of box evaluations (the bounds hold whenever it stops).
     stop_below, stop_above : float, optional
-        Also stop once ``upper <= stop_below`` or ``lower > stop_above`` (claim checks).
+        Claim mode: refine until ``upper <= stop_below`` or ``lower > stop_above`` (or the
+        budget is spent); ``rel_tol`` is then not used.
 
     Raises
     ------
@@ -377,43 +369,23 @@ def sup_error_bounds(
     r_up = fmpq_to_float(R, "up")
     r2_lo, r2_hi = fmpq_to_float(R * R, "down"), fmpq_to_float(R * R, "up")
     batch = max(1, min(256, _BATCH_ENTRIES // (2 * p.n * d)))
-    heap: list[tuple[float, int, np.ndarray, np.ndarray]] = []
-    best, best_c, count = 0.0, np.zeros(d), 0
-
-    def run(boxes: list[tuple[np.ndarray, np.ndarray]]) -> None:
-        nonlocal best, best_c, count
-        for s in range(0, len(boxes), batch):
-            chunk = boxes[s : s + batch]
-            lo = np.array([b[0] for b in chunk])
-            hi = np.array([b[1] for b in chunk])
-            up, at_c, c, meets = _evaluate(p, lo, hi, r2_lo, r2_hi)
-            count += len(chunk)
-            for i in range(len(chunk)):
-                if meets[i]:
-                    heapq.heappush(heap, (-float(up[i]), count * 1024 + i, lo[i], hi[i]))
-                if at_c[i] > best:
-                    best, best_c = float(at_c[i]), c[i].copy()
-
-    run([(np.full(d, -r_up), np.full(d, r_up))])
-    while heap and count < max_boxes:
-        top = -heap[0][0]
-        if top <= best * (1 + tol) or (stop_below is not None and top <= stop_below):
-            break
-        if stop_above is not None and best > stop_above:
-            break
-        children = []
-        while heap and len(children) < 2 * batch and -heap[0][0] > best * (1 + tol):
-            _, _, lo, hi = heapq.heappop(heap)
-            lo1, hi1, lo2, hi2 = _bisect(lo, hi)
-            children += [(lo1, hi1), (lo2, hi2)]
-        run(children)
-    upper = _as_fmpq(-heap[0][0]) if heap else flint.fmpq(0)
+    root = (np.full(d, -r_up), np.full(d, r_up))
+    top, best, best_c, count, resolved = branch_and_bound(
+        lambda lo, hi: _evaluate(p, lo, hi, r2_lo, r2_hi),
+        root,
+        batch=batch,
+        rel_tol=tol,
+        max_boxes=max_boxes,
+        stop_below=stop_below,
+        stop_above=stop_above,
+    )
+    best_c = np.zeros(d) if best_c is None else best_c
+    upper = _as_fmpq(top) if np.isfinite(top) else None
     witness = np.array([_as_fmpq(v) for v in best_c], dtype=object)
     _, norm = _norm_at(p, witness)
     lower = max(_as_fmpq(best), endpoints(norm, "norm")[0], flint.fmpq(0))
-    if lower > upper:  # both are certified: this would be a bug, never hidden
+    if upper is not None and lower > upper:  # both certified: a bug, never hidden
         raise AssertionError(f"sup_error_bounds: lower {lower} > upper {upper}")
-    resolved = not heap or -heap[0][0] <= best * (1 + tol)
     return SupErrorBounds(lower, upper, witness, count, resolved, p.n, R)
 
 

@@ -330,3 +330,22 @@ def test_rate_sweep_rows_and_fit():
     C = out["C"]
     slope = (np.log(C[2.0]) - np.log(C[0.5])) / 1.5
     assert abs(out["slope"] - slope) < 1e-9
+
+
+def test_claim_mode_refines_past_the_tolerance():
+    # a threshold inside a 20 % gap: claim mode keeps refining until it is decided
+    pop = GaussianPopulation([0], [[1]])
+    layer = Attention.single([[1]], [[1]], [[1]], scaled=False)
+    Y = pop.sample(30, np.random.default_rng(11))
+    b = sup_error_bounds(layer, pop, Y, 2, rel_tol=0.2, max_boxes=2000)
+    t = (b.lower + b.upper) / 2
+    C = t * flint.fmpq(int(mpmath.log(30) * 10**12), 10**12)
+    v = check_rate_claim(layer, pop, Y, 2, C, rate="log", max_boxes=20000)
+    assert v.verdict.decided
+    with mpmath.workdps(DPS):
+        thr = _frac(C) / mpmath.log(30)
+        if v.verdict is Outcome.REFUTED:
+            assert ref_error(layer, pop, Y, v.counterexample) > thr
+        else:
+            for x in np.linspace(-2, 2, 81):
+                assert ref_error(layer, pop, Y, [x]) <= thr
