@@ -105,3 +105,24 @@ def test_small_gamma_approaches_the_certified_wasserstein():
         assert float(e.lower) <= float(w.upper_q) + float(
             fmpq(*map(int, gamma.split("/")))
         ) * float(entropy)
+
+
+def test_rate_enclosure_contains_the_reference_and_refutes_a_small_constant():
+    from certified.entropic.rate import sinkhorn_rate
+    from tests.entropic.entropic_reference import _mpf, cost_matrix
+
+    r = sinkhorn_rate(Measure(X, A), Measure(Y, B), "1/2", steps=(1, 3), constant="1/1000000")
+    assert r.verdict == "REFUTED"
+    ref, _ = entropic_reference(X, A, Y, B, "1/2")
+    with mpmath.workdps(60):
+        C = cost_matrix(X, Y)
+        aa, bb = [_mpf(w) for w in A], [_mpf(w) for w in B]
+        for c in r.checks:
+            f = [mpmath.mpf(v) for v in c.f.tolist()]  # exact doubles
+            g = [mpmath.mpf(v) for v in c.g.tolist()]
+            mass = mpmath.fsum(aa[i] * bb[j] * mpmath.exp((f[i] + g[j] - C[i][j]) * 2)
+                               for i in range(3) for j in range(4))  # fmt: skip
+            dual = mpmath.fsum(w * v for w, v in zip(aa + bb, f + g, strict=True)) - (mass - 1) / 2
+            assert _inside(c.suboptimality_lower, c.suboptimality_upper, ref - dual)
+            assert c.verdict == "REFUTED" and c.suboptimality_lower > c.bound
+    assert sinkhorn_rate(Measure(X, A), Measure(Y, B), "1/2", steps=(1, 3)).verdict == "VERIFIED"
