@@ -28,7 +28,7 @@ from certified.arith.ball import check_precision, endpoints, precision
 from certified.arith.exact import to_fmpq, to_fmpq_array
 from certified.attention.instance import AttentionInstance
 from certified.attention.maps import attention_jacobian, attention_map, to_numpy_mid
-from certified.attention.norms import exact_norm_upper, spectral_norm_upper
+from certified.attention.norms import exact_norm_upper, scaled_float, spectral_norm_upper
 from certified.errors import InputError
 from certified.verdict import Outcome
 
@@ -120,7 +120,7 @@ def norm_hint(M: np.ndarray, prec: int) -> dict[str, Any]:
 
     Guarantee: ``lower <= ‖M‖₂ <= upper``.
     """
-    Mf = M.astype(float)
+    Mf, _ = scaled_float(M)  # the test vector is a heuristic: any scale will do
     v = np.linalg.svd(Mf)[2][0] if np.any(Mf) else np.eye(M.shape[1])[0]
     vq = to_fmpq_array(v, "v")
     upper = exact_norm_upper(M)
@@ -202,11 +202,20 @@ def candidate_pairs(inst: AttentionInstance, prec: int) -> list[np.ndarray]:
 
     Guarantee: none (heuristic); every returned X' is exactly in (B_R)^n.
     """
+    try:
+        return _candidate_pairs(inst, prec)
+    except (OverflowError, ZeroDivisionError, np.linalg.LinAlgError):
+        return []  # numbers beyond the reach of the float heuristic: it proposes nothing
+
+
+def _candidate_pairs(inst: AttentionInstance, prec: int) -> list[np.ndarray]:
     X = inst.X.astype(float)
     n, d, R = X.shape[0], inst.d, float(inst.R)
-    Vf = inst.V.astype(float)
+    Vf, _ = scaled_float(inst.V)
     v = np.linalg.svd(Vf)[2][0] if np.any(Vf) else np.eye(d)[0]
     J = to_numpy_mid(attention_jacobian(inst.layer, inst.X, prec=64))
+    if not np.all(np.isfinite(J)):
+        raise OverflowError("the Jacobian's midpoints leave the double range")
     u = np.linalg.svd(J)[2][0].reshape(n, d)
     out = []
     for s in (1.0, -1.0):

@@ -12,6 +12,7 @@ Heuristics propose (numpy SVD), one rigorous test decides.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import flint
@@ -22,6 +23,7 @@ from certified.arith.exact import to_fmpq, to_fmpq_array
 
 __all__ = [
     "exact_norm_upper",
+    "scaled_float",
     "frobenius_upper",
     "is_positive_definite_exact",
     "spectral_norm_bounds",
@@ -159,6 +161,17 @@ def is_positive_definite_exact(S: Any) -> bool:
     return True
 
 
+def scaled_float(M: Any) -> tuple[np.ndarray, int]:
+    """``(F, e)`` with ``F`` the nearest doubles of ``M / 2**e``, ``e`` chosen so that the
+    largest entry is about 1: float heuristics (test vectors, norm estimates) on exact
+    matrices whose entries lie beyond the double range. Guarantee: none (heuristic)."""
+    Mq = to_fmpq_array(M, "M")
+    big = max((abs(x) for x in Mq.flat), default=flint.fmpq(0))
+    e = int(big.p.bit_length()) - int(big.q.bit_length()) if big else 0
+    scale = flint.fmpq(1, 2**e) if e >= 0 else flint.fmpq(2 ** (-e))
+    return np.array([float(x * scale) for x in Mq.flat]).reshape(Mq.shape), e
+
+
 def exact_norm_upper(M: Any, candidate: Any = None) -> flint.fmpq:
     """A short rational ``s >= ‖M‖₂`` for an exact matrix, certified by exact ``LDLᵀ`` of
     ``s² I − MᵀM`` (``s = 0`` only for ``M = 0``). This is what a checker can re-verify exactly.
@@ -169,11 +182,14 @@ def exact_norm_upper(M: Any, candidate: Any = None) -> flint.fmpq:
     if all(x == 0 for x in Mq.flat):
         return flint.fmpq(0)
     G = (Mq.T @ Mq).astype(object)
-    est = float(np.linalg.norm(Mq.astype(float), 2)) if candidate is None else None
     starts = [to_fmpq(candidate, "candidate")] if candidate is not None else []
-    for rel in (2.0**-30, 2.0**-16, 2.0**-6, 1.0):
-        if est is not None:
-            starts.append(flint.fmpq(*float(est * (1 + rel) + 2.0**-60).as_integer_ratio()))
+    if candidate is None:  # a float estimate of ||M / 2^e||, then exact candidates above it
+        F, e = scaled_float(Mq)
+        est = float(np.linalg.norm(F, 2))
+        unit = flint.fmpq(2**e) if e >= 0 else flint.fmpq(1, 2 ** (-e))
+        for rel in (2.0**-30, 2.0**-16, 2.0**-6, 1.0):
+            scaled = flint.fmpq(*float(est * (1 + rel) + 2.0**-60).as_integer_ratio())
+            starts.append(scaled * unit)
     for s in starts:
         S = (s * s) * np.eye(G.shape[0], dtype=int).astype(object) - G
         if is_positive_definite_exact(S):
@@ -181,7 +197,5 @@ def exact_norm_upper(M: Any, candidate: Any = None) -> flint.fmpq:
     # the Frobenius norm squared is an exact rational upper bound on ‖M‖₂²; an integer-ish
     # ceiling of its square root is then always certified
     f2 = sum((x * x for x in Mq.flat), flint.fmpq(0))
-    s = flint.fmpq(int(float(f2) ** 0.5) + 1)
-    while s * s <= f2:
-        s += 1
-    return s
+    ceiling = -(-int(f2.p) // int(f2.q))
+    return flint.fmpq(math.isqrt(ceiling) + 1)  # its square exceeds ceil(f2) >= f2
