@@ -127,7 +127,7 @@ def _run(tmp_path: Path, capsys, argv: list[str], out: Path) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=100)
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 @example(data=None)  # the unmodified examples: a valid run
 def test_no_command_prints_a_traceback(name, data, tmp_path, capsys, certificate_text):
