@@ -28,7 +28,7 @@ import numpy as np
 
 from certified.arith.ball import endpoints, precision
 from certified.arith.exact import fmpq_array_to_float, fmpq_to_float, to_fmpq
-from certified.entropic._gibbs import gibbs_sums
+from certified.entropic._gibbs import gibbs_sums, gibbs_sums_sq
 from certified.entropic._sinkhorn import solve_potentials
 from certified.errors import DomainError, InputError, RangeOverflowError, ShapeError
 from certified.transport._costs import TINY, CostBounds
@@ -124,6 +124,25 @@ def _cost_matrices(costs: CostBounds) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return M, lo, costs.upper_pairs(r, c).reshape(n, m)
 
 
+def enclosed_sums(costs: CostBounds, gamma: flint.fmpq, f: np.ndarray, g: np.ndarray):
+    """Enclosures of the inner Gibbs sums (proofs/bounds.md#eot-sums) and the cost upper
+    bounds ``chi``; the error-free exponent (#eot-exponent) for q = 2 and double points.
+
+    Guarantee: encloses (raises RangeOverflowError when an exponential overflows)."""
+    mu, nu = costs.mu, costs.nu
+    _, clo, chi = _cost_matrices(costs)
+    inv = (fmpq_to_float(1 / gamma, "down"), fmpq_to_float(1 / gamma, "up"))
+    a_iv = (fmpq_array_to_float(mu.weights, "down"), fmpq_array_to_float(mu.weights, "up"))
+    b_iv = (fmpq_array_to_float(nu.weights, "down"), fmpq_array_to_float(nu.weights, "up"))
+    if costs.q == 2 and costs.exact_float:
+        *sums, ok = gibbs_sums_sq(f, g, mu.points_lo, nu.points_lo, inv, a_iv, b_iv)
+    else:
+        *sums, ok = gibbs_sums(f, g, clo, chi, inv, a_iv, b_iv)
+    if not ok:
+        raise RangeOverflowError("potentials: exp((f_i + g_j - c_ij)/gamma) overflows float64")
+    return sums, chi
+
+
 def _round(x: flint.fmpq, up: bool, bits: int = 80) -> flint.fmpq:
     """A dyadic with about ``bits`` significant bits, ``>= x`` (up) or ``<= x``. Exact."""
     if x == 0:
@@ -166,6 +185,21 @@ def _assemble(mu, nu, gamma, f, g, chi, sums):
     return _round(lo - margin * (1 + abs(lo)), False), _round(up + margin * (1 + abs(up)), True), t
 
 
+def _repair(costs, gamma, f, g, a, b):
+    """Potentials lowered so that the Gibbs plan's row, then column sums are about <= the
+    marginals (upper ends of the enclosed sums). Guarantee: none (heuristic)."""
+    gf = float(gamma)
+    (_, row_hi, _, _), _ = enclosed_sums(costs, gamma, f, g)
+    with np.errstate(divide="ignore", invalid="ignore"):  # r_i / a_i is the inner row sum
+        alpha = np.where(a > 0, np.minimum(1.0, 1.0 / row_hi), 1.0)
+        x = f + gf * np.log(alpha) - gf * 2.0**-50 * (alpha < 1)
+        (_, _, _, col_hi), _ = enclosed_sums(costs, gamma, x, g)
+        beta = np.where(b > 0, np.minimum(1.0, 1.0 / col_hi), 1.0)
+        y = g + gf * np.log(beta) - gf * 2.0**-50 * (beta < 1)
+    ok = np.all(np.isfinite(x)) and np.all(np.isfinite(y))
+    return (x, y) if ok else (f, g)
+
+
 def certify_potentials(
     mu: Any,
     nu: Any,
@@ -176,8 +210,15 @@ def certify_potentials(
     *,
     info: dict | None = None,
     costs: CostBounds | None = None,
+    repair: bool = True,
 ) -> EntropicBounds:
     """Certified bounds on ``OT_γ(μ, ν)`` from ANY potentials ``f`` (n doubles), ``g`` (m).
+
+    With ``repair`` (default) the potentials are first lowered where the Gibbs plan's rows,
+    then columns, exceed the marginals (``f_i + γ log min(1, a_i / r_i)``, then the same for
+    g): the scale t of the certificate is then about 1 and the repaired plan's deficit is the
+    L1 marginal error instead of the largest relative one (the rounding of Altschuler, Weed
+    and Rigollet 2017, carried by the potentials; heuristic, the bounds hold either way).
 
     Guarantee: ``lower <= OT_γ(μ, ν) <= upper`` (rigorous, for the exact points, weights, γ
     and q), whatever ``f`` and ``g`` are; their quality only decides the gap.
@@ -196,13 +237,9 @@ def certify_potentials(
     if max(np.abs(f).max(), np.abs(g).max()) > MAX_POTENTIAL * gf * (1 - 2.0**-40):
         raise RangeOverflowError("potentials: |f| / gamma or |g| / gamma above 2^48")
     costs = costs or CostBounds(mu, nu, qq)
-    _, clo, chi = _cost_matrices(costs)
-    inv = (fmpq_to_float(1 / gam, "down"), fmpq_to_float(1 / gam, "up"))
-    a_iv = (fmpq_array_to_float(mu.weights, "down"), fmpq_array_to_float(mu.weights, "up"))
-    b_iv = (fmpq_array_to_float(nu.weights, "down"), fmpq_array_to_float(nu.weights, "up"))
-    *sums, ok = gibbs_sums(f, g, clo, chi, inv, a_iv, b_iv)
-    if not ok:
-        raise RangeOverflowError("potentials: exp((f_i + g_j - c_ij)/gamma) overflows float64")
+    if repair:
+        f, g = _repair(costs, gam, f, g, mu.weights_float, nu.weights_float)
+    sums, chi = enclosed_sums(costs, gam, f, g)
     with precision(PREC):
         lower, upper, t = _assemble(mu, nu, gam, f, g, chi, sums)
     return EntropicBounds(mu, nu, gam, qq, lower, upper, f, g, t, dict(info or {}))

@@ -24,17 +24,17 @@ import flint
 import numpy as np
 
 from certified.arith.ball import endpoints, precision
-from certified.arith.exact import fmpq_array_to_float, fmpq_to_float, to_fmpq
-from certified.entropic._gibbs import gibbs_sums
+from certified.arith.exact import to_fmpq
 from certified.entropic._sinkhorn import sinkhorn_iterates
 from certified.entropic.entropic import (
     EntropicBounds,
     _ball,
     _cost_matrices,
     check_gamma,
+    enclosed_sums,
     entropic_ot,
 )
-from certified.errors import InputError, RangeOverflowError
+from certified.errors import InputError
 from certified.transport._costs import CostBounds
 from certified.transport.measure import as_measure
 from certified.transport.wasserstein import _check_q, weighted_exact_sum
@@ -89,13 +89,7 @@ def dual_value(mu, nu, gamma, f, g, q=2, costs: CostBounds | None = None):
     f = np.ascontiguousarray(f, dtype=np.float64)
     g = np.ascontiguousarray(g, dtype=np.float64)
     costs = costs or CostBounds(mu, nu, qq)
-    _, clo, chi = _cost_matrices(costs)
-    inv = (fmpq_to_float(1 / gam, "down"), fmpq_to_float(1 / gam, "up"))
-    a_iv = (fmpq_array_to_float(mu.weights, "down"), fmpq_array_to_float(mu.weights, "up"))
-    b_iv = (fmpq_array_to_float(nu.weights, "down"), fmpq_array_to_float(nu.weights, "up"))
-    row_lo, row_hi, _, _, ok = gibbs_sums(f, g, clo, chi, inv, a_iv, b_iv)
-    if not ok:
-        raise RangeOverflowError("potentials: exp((f_i + g_j - c_ij)/gamma) overflows float64")
+    (row_lo, row_hi, _, _), _ = enclosed_sums(costs, gam, f, g)
     with precision(128):
         rows = zip(row_lo, row_hi, mu.weights, strict=True)
         M = sum((_ball(lo, hi) * flint.arb(w) for lo, hi, w in rows), flint.arb(0))
