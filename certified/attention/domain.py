@@ -162,6 +162,20 @@ def _pd_gap(J: flint.arb_mat, s: flint.fmpq) -> bool:
     return True
 
 
+def _close(J: flint.arb_mat, target: flint.fmpq):
+    """A certified leaf bound ``<= target`` for the ball matrix J, or None: the pair
+    ``(bm, br)`` with ‖mid J‖₂ < bm, ‖rad J‖₂ < br (so ‖J′‖₂ < bm + br on the ball), else one
+    number b from the Gram test of J (bounds.md #domain-jacobian, #spectral-upper)."""
+    mid = flint.arb_mat([[x.mid() for x in r] for r in J.tolist()])
+    rad = flint.arb_mat([[x.rad() for x in r] for r in J.tolist()])
+    norms = [np.linalg.norm(to_numpy_mid(M), 2) * (1 + 2.0**-12) for M in (mid, rad)]
+    bm, br = (round_up(to_fmpq(x), 32) for x in norms)
+    if bm > 0 and br > 0 and bm + br <= target:
+        if _pd_gap(mid, bm * (1 - SLACK)) and _pd_gap(rad, br * (1 - SLACK)):
+            return (bm, br)
+    return target if _pd_gap(J, target * (1 - SLACK)) else None
+
+
 def _float_norm_estimate(J: flint.arb_mat) -> float:
     mid = to_numpy_mid(J)
     rad = np.array([[float(J[i, j].rad()) for j in range(J.ncols())] for i in range(J.nrows())])
@@ -173,7 +187,7 @@ class _Tree:
 
     def __init__(self) -> None:
         self.split: dict[int, tuple[int, int, int]] = {}
-        self.leaf: dict[int, flint.fmpq | None] = {}
+        self.leaf: dict[int, Any] = {}  # None (dropped), a bound b, or a pair (bm, br)
         self.count = 1
 
     def children(self, node: int, coord: int) -> tuple[int, int]:
@@ -196,11 +210,21 @@ class _Tree:
         return tree, bounds
 
 
-def _balls(lo: list, hi: list, n: int, d: int) -> list:
-    return [
-        [flint.arb(lo[i * d + b]).union(flint.arb(hi[i * d + b])) for b in range(d)]
-        for i in range(n)
-    ]
+def _balls(lo: list, hi: list, n: int, d: int, R: flint.fmpq) -> list:
+    """Balls of the box's coordinates, each cut to |x_ib| <= (R² − Σ_{c≠b} dist(0, [lo, hi]_ic)²)^½
+    (bounds.md #domain-contraction; the checker does the same). Call at the working precision
+    on a box that :func:`dropped` keeps."""
+    out = []
+    for i in range(n):
+        near = [max(lo[i * d + b], -hi[i * d + b], 0) for b in range(d)]
+        total = sum((t * t for t in near), flint.fmpq(0))
+        row = []
+        for b in range(d):
+            r = flint.arb(R * R - total + near[b] * near[b]).sqrt()
+            x = flint.arb(lo[i * d + b]).union(flint.arb(hi[i * d + b]))
+            row.append(x.intersection((-r).union(r)))
+        out.append(row)
+    return out
 
 
 def _centre_in_ball(lo: list, hi: list, n: int, d: int, R: float) -> np.ndarray:
@@ -245,14 +269,14 @@ def subdivide(
             value = float(np.linalg.norm(float_jacobian(Af, Vf, Xc), 2))
             if value > run.float_sup:
                 run.float_sup, best_X = value, Xc
-            J = cell_jacobian(A, V, _balls(lo, hi, n, d))
+            J = cell_jacobian(A, V, _balls(lo, hi, n, d, R))
             est = _float_norm_estimate(J) if all(J[i, j].is_finite() for i in range(nd)
                                                  for j in range(nd)) else float("inf")  # fmt: skip
             if est < float(target):
-                for s in (round_up(to_fmpq(est * (1 + 2.0**-12)), 32), target):
-                    if s <= target and _pd_gap(J, s * (1 - SLACK)):
-                        tree.leaf[node], run.kept = s, run.kept + 1
-                        return
+                leaf = _close(J, target)
+                if leaf is not None:
+                    tree.leaf[node], run.kept = leaf, run.kept + 1
+                    return
             heapq.heappush(heap, (-est, node, lo, hi))
 
         visit(0, [-R] * nd, [R] * nd)
@@ -268,17 +292,17 @@ def subdivide(
             visit(right, lo[:coord] + [mid] + lo[coord + 1 :], hi)
         run.open, run.seconds = len(heap), time.perf_counter() - t0
         if heap:
-            run.open_upper = _open_upper(A, V, heap, n, d, prec)
+            run.open_upper = _open_upper(A, V, heap, n, d, R, prec)
             return None, run, best_X
     return tree, run, best_X
 
 
-def _open_upper(A, V, heap: list, n: int, d: int, prec: int) -> flint.fmpq | None:
+def _open_upper(A, V, heap: list, n: int, d: int, R: flint.fmpq, prec: int) -> flint.fmpq | None:
     """Certified (Frobenius) bound over the open cells; None if too many or not finite."""
     if len(heap) > 200:
         return None
     try:
-        ups = [frobenius_upper(cell_jacobian(A, V, _balls(lo, hi, n, d)), prec)
+        ups = [frobenius_upper(cell_jacobian(A, V, _balls(lo, hi, n, d, R)), prec)
                for _, _, lo, hi in heap]  # fmt: skip
     except CertifiedError:
         return None
@@ -388,6 +412,14 @@ def decide_on_domain(
     return ctx.undecided(run, best_lower)
 
 
+def _written(bound: Any) -> Any:
+    if bound is None:
+        return "drop"
+    if isinstance(bound, tuple):
+        return [exact_number(x) for x in bound]
+    return exact_number(bound)
+
+
 class _Context:
     """The fixed data of one decision and the three ways to report it."""
 
@@ -426,11 +458,12 @@ class _Context:
 
     def verified(self, tree: _Tree, run: DomainRun):
         splits, bounds = tree.preorder()
-        lhs = max((b for b in bounds if b is not None), default=flint.fmpq(0))
+        total = lambda b: b[0] + b[1] if isinstance(b, tuple) else b  # noqa: E731
+        lhs = max((total(b) for b in bounds if b is not None), default=flint.fmpq(0))
         claim = {"verdict": "VERIFIED", "lhs_upper": lhs, "rhs_lower": self.rhs_lo}
         hints = {
             "tree": splits,
-            "bounds": ["drop" if b is None else exact_number(b) for b in bounds],
+            "bounds": [_written(b) for b in bounds],
         }
         return LipschitzVerdict(
             self.hypothesis, Outcome.VERIFIED, None, lhs, self.rhs_lo, self.rhs_hi,

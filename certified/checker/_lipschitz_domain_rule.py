@@ -78,6 +78,17 @@ def _dropped(box: list, R2: Any, n: int, d: int) -> bool:
     return box[0][1] + box[(n - 1) * d][1] < 0
 
 
+def _contract(token: list, R2: Any) -> list:
+    """Balls of one token's coordinates cut to |x_b|² <= R² − Σ_{c≠b} dist(0, [lo_c, hi_c])²
+    (bounds.md #domain-contraction); the token's box meets B_R (else it was dropped)."""
+    near = [max(lo, -hi, 0) for lo, hi in token]
+    total, out = sum(t * t for t in near), []
+    for (lo, hi), t in zip(token, near):  # noqa: B905
+        r = flint.arb(R2 - total + t * t).sqrt()
+        out.append(flint.arb(lo).union(flint.arb(hi)).intersection((-r).union(r)))
+    return out
+
+
 def _leaves(tree: Any, R: Any, nd: int):
     """Yield the leaf boxes of the split sequence in preorder (stack of pending boxes)."""
     if not isinstance(tree, list) or not 1 <= len(tree) <= MAX_NODES:
@@ -164,11 +175,16 @@ def check_lipschitz_domain_v1(instance: Any, claim: Any, hints: Any) -> str:
                 if not _dropped(box, R * R, n, d):
                     raise Rejected(f"{where}: 'drop', but the leaf meets the fundamental domain")
                 continue
-            b = exact(b, where)
-            X = [[flint.arb(lo).union(flint.arb(hi)) for lo, hi in box[i * d : i * d + d]]
-                 for i in range(n)]  # fmt: skip
-            J = _tight_jacobian(A, Va, X)
-            if not (0 < b <= lhs and _pd(_gram_gap(J, flint.arb(b * b)))):
+            J = _tight_jacobian(A, Va, [_contract(box[i * d : i * d + d], R * R) for i in range(n)])
+            if isinstance(b, list):  # [bm, br]: ‖mid J‖₂ < bm, ‖rad J‖₂ < br (bounds.md #domain)
+                (bm, br), M = vector(b, where, 2), [[x.mid() for x in r] for r in J.tolist()]
+                ok = 0 < bm + br <= lhs and _pd(_gram_gap(flint.arb_mat(M), flint.arb(bm * bm)))
+                M = [[x.rad() for x in r] for r in J.tolist()]
+                ok = ok and _pd(_gram_gap(flint.arb_mat(M), flint.arb(br * br)))
+            else:
+                b = exact(b, where)
+                ok = 0 < b <= lhs and _pd(_gram_gap(J, flint.arb(b * b)))
+            if not ok:
                 raise Rejected(f"{where}: ‖Df‖₂ < bound <= lhs_upper not certified on the leaf")
         if count != len(bounds):
             raise Rejected("hints.bounds: more entries than leaves")

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from mpmath import mp
 
 from certified.arith.ball import endpoints, precision
-from certified.attention.domain import cell_jacobian, decide_on_domain, dropped
+from certified.arith.exact import to_fmpq
+from certified.attention.domain import _balls, cell_jacobian, decide_on_domain, dropped
 from certified.attention.family import float_jacobian, tightness_configuration
 from certified.attention.instance import parse_attention_instance
 from certified.checker import check_certificate
@@ -104,6 +105,25 @@ def test_dropped_never_drops_a_point_of_the_fundamental_domain(n, d, data):
         first = [x[i * d] for i in range(n)]
         in_f = all(u >= w for u, w in itertools.pairwise(first)) and first[0] + first[-1] >= 0
         assert not (in_ball and in_f)
+
+
+@settings(max_examples=100)
+@given(st.integers(1, 3), st.integers(1, 3), st.data())
+def test_cut_balls_contain_every_point_of_the_box_in_the_ball(n, d, data):
+    # bounds.md #domain-contraction
+    lo = [data.draw(coords) for _ in range(n * d)]
+    hi = [a + Q(data.draw(st.integers(1, 12)), 16) for a in lo]
+    R = Q(data.draw(st.sampled_from([1, 2, 3])), 2)
+    if dropped(lo, hi, R, n, d):
+        return
+    with precision(64):
+        balls = _balls(lo, hi, n, d, R)
+    for _ in range(30):
+        ts = [Q(data.draw(st.integers(0, 8)), 8) for _ in range(n * d)]
+        x = [a + t * (b - a) for a, b, t in zip(lo, hi, ts, strict=True)]
+        for i in range(n):
+            if sum(v * v for v in x[i * d : i * d + d]) <= R * R:
+                assert all(balls[i][b].contains(x[i * d + b]) for b in range(d))
 
 
 @settings(max_examples=40)
@@ -200,6 +220,14 @@ def _tamper_bound_lowered(c):
     c["hints"]["bounds"][i] = "1/1000"
 
 
+def _tamper_pair_lowered(c):
+    i = _kept(c)[0]
+    b = c["hints"]["bounds"][i]
+    c["hints"]["bounds"][i] = (
+        [str(to_fmpq(b[0]) / 2), b[1]] if isinstance(b, list) else ["1/8", "1/8"]
+    )
+
+
 def _tamper_lhs_lowered(c):
     c["claim"]["lhs_upper"] = "1/1000"
 
@@ -240,7 +268,8 @@ def _tamper_value_matrix(c):
 
 @pytest.mark.parametrize(
     "tamper",
-    [_tamper_cell_removed, _tamper_entry_dropped, _tamper_bound_lowered, _tamper_lhs_lowered,
+    [_tamper_cell_removed, _tamper_entry_dropped, _tamper_bound_lowered, _tamper_pair_lowered,
+     _tamper_lhs_lowered,
      _tamper_rhs_raised, _tamper_factor, _tamper_split_moved, _tamper_tree_truncated,
      _tamper_tree_extended, _tamper_radius, _tamper_more_tokens, _tamper_value_matrix],
 )  # fmt: skip
