@@ -43,6 +43,7 @@ from certified.attention.sample_complexity import (
     SupErrorBounds,
     _as_fmpq,
     _check_budget,
+    _named,
     _problem,
     _sqrt_nonneg,
     _tolerance,
@@ -159,15 +160,16 @@ def hardmax_sup_bounds(
     Sig = Interval.from_exact(population.cov)
     d = p.d
     batch = max(1, min(128, 600_000 // (p.n * d)))
-    top, best, best_c, count, resolved = branch_and_bound(
-        lambda lo, hi: _evaluate(maps, W, Sig, lo, hi),
-        (np.full(d, -1.0), np.full(d, 1.0)),
-        batch=batch,
-        rel_tol=tol,
-        max_boxes=max_boxes,
-        stop_below=stop_below,
-        stop_above=stop_above,
-    )
+    with _named("samples, Q, K, V (too large for the float64 branch and bound)"):
+        top, best, best_c, count, resolved = branch_and_bound(
+            lambda lo, hi: _evaluate(maps, W, Sig, lo, hi),
+            (np.full(d, -1.0), np.full(d, 1.0)),
+            batch=batch,
+            rel_tol=tol,
+            max_boxes=max_boxes,
+            stop_below=stop_below,
+            stop_above=stop_above,
+        )
     upper = _as_fmpq(top) if np.isfinite(top) else None  # None: no finite bound yet
     R = to_fmpq(R, "R")
     if best_c is None:

@@ -34,6 +34,7 @@ Claims: ``S <= C/âˆšn`` (:func:`check_rate_claim`) is VERIFIED if ``upper <= C/â
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +49,7 @@ from certified.attention.box_search import branch_and_bound
 from certified.attention.maps import attention_measure_map
 from certified.attention.model import Attention
 from certified.attention.populations import GaussianPopulation, UniformBox
-from certified.errors import InputError, ShapeError
+from certified.errors import InputError, RangeOverflowError, ShapeError
 from certified.verdict import Outcome
 
 __all__ = [
@@ -158,13 +159,33 @@ def _problem(layer: Any, population: Any, samples: Any, R: Any, prec: int) -> _P
         )
     if Yq.shape[0] > MAX_SAMPLES:
         raise InputError(f"samples: n = {Yq.shape[0]} > {MAX_SAMPLES}; subsample")
-    Y = Interval.from_exact(Yq)
+    # the branch and bound runs in float64 intervals: every input must fit the double range
+    with _named("samples"):
+        Y = Interval.from_exact(Yq)
+    with _named("population"):
+        for v in vars(population).values():
+            Interval.from_exact(v)
+    with _named("R"):
+        Interval.from_exact([R * R])
     heads = []
     for A, G in layer.arb_parameters(prec):
-        Aiv = Interval.from_balls([[A[i, j] for j in range(A.ncols())] for i in range(A.nrows())])
-        Giv = Interval.from_balls([[G[i, j] for j in range(G.ncols())] for i in range(G.nrows())])
+        with _named("Q, K, V"):
+            Aiv = Interval.from_balls(
+                [[A[i, j] for j in range(A.ncols())] for i in range(A.nrows())]
+            )
+            Giv = Interval.from_balls(
+                [[G[i, j] for j in range(G.ncols())] for i in range(G.nrows())]
+            )
         heads.append((A, G, Aiv, Giv, iv.matmul(Y, Aiv.T)))
     return _Problem(layer, population, Yq, Y, heads, R, prec)
+
+
+@contextmanager
+def _named(field: str):
+    try:
+        yield
+    except (InputError, RangeOverflowError) as exc:
+        raise type(exc)(f"{field}: {exc}") from None
 
 
 # --- certified point evaluation in arb ----------------------------------------------------------
@@ -370,15 +391,16 @@ def sup_error_bounds(
     r2_lo, r2_hi = fmpq_to_float(R * R, "down"), fmpq_to_float(R * R, "up")
     batch = max(1, min(256, _BATCH_ENTRIES // (2 * p.n * d)))
     root = (np.full(d, -r_up), np.full(d, r_up))
-    top, best, best_c, count, resolved = branch_and_bound(
-        lambda lo, hi: _evaluate(p, lo, hi, r2_lo, r2_hi),
-        root,
-        batch=batch,
-        rel_tol=tol,
-        max_boxes=max_boxes,
-        stop_below=stop_below,
-        stop_above=stop_above,
-    )
+    with _named("samples, Q, K, V, R (too large for the float64 branch and bound)"):
+        top, best, best_c, count, resolved = branch_and_bound(
+            lambda lo, hi: _evaluate(p, lo, hi, r2_lo, r2_hi),
+            root,
+            batch=batch,
+            rel_tol=tol,
+            max_boxes=max_boxes,
+            stop_below=stop_below,
+            stop_above=stop_above,
+        )
     best_c = np.zeros(d) if best_c is None else best_c
     upper = _as_fmpq(top) if np.isfinite(top) else None
     witness = np.array([_as_fmpq(v) for v in best_c], dtype=object)

@@ -6,6 +6,8 @@ import json
 
 import flint
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from certified.cli import main
 
@@ -65,6 +67,10 @@ def test_hardmax_and_uniform(tmp_path, capsys):
         ({"population": {}}, (), "exactly one"),
         ({"population": {"uniform": {"lower": [0, 0], "upper": [0, 1]}}}, (), "upper"),
         ({"extra": 1}, (), "unknown key 'extra'"),
+        ({"samples": [["1e400", 0.0], [0.5, 0.5]]}, (), "samples: "),
+        ({"Q": [["1e400", 0], [0, 1]]}, (), "Q, K, V: "),
+        ({"R": "1e200"}, (), "R: "),
+        ({"samples": [["1e200", 0.0], [0.5, 0.5]]}, (), "too large for the float64"),
         ({}, ("--C", "1", "--rate", "log", "--max-boxes", "0"), "max_boxes"),
     ],
 )
@@ -79,3 +85,45 @@ def test_bad_input_exit_2(tmp_path, capsys, change, args, text):
 def test_malformed_json_exit_2(tmp_path, capsys):
     rc, out = _run(tmp_path, capsys, "{not json", "--C", "1")
     assert rc == 2 and len(out.err.strip().splitlines()) == 1
+
+
+HOSTILE = [
+    "nan", "inf", "-Infinity", "1/0", "1e400", "1e-400", "0x10", "", "1 2", None, True, [], {},
+    [[]], [None], {"a": 1}, "\u00e9", "1" * 5000, -1, 0, 10**400,
+]  # fmt: skip
+
+
+def _leaves(obj, path=()):
+    if isinstance(obj, dict):
+        return [p for k, v in obj.items() for p in _leaves(v, (*path, k))] or [path]
+    if isinstance(obj, list):
+        return [p for k, v in enumerate(obj) for p in _leaves(v, (*path, k))] or [path]
+    return [path]
+
+
+def _set(obj, path, value):
+    if not path:
+        return value
+    obj[path[0]] = _set(obj[path[0]], path[1:], value)
+    return obj
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+@example(data=None)
+def test_hostile_leaves_never_trace(tmp_path, capsys, data):
+    obj = json.loads(json.dumps(INSTANCE))
+    if data is not None:
+        path = data.draw(st.sampled_from(_leaves(obj)))
+        obj = _set(obj, path, data.draw(st.sampled_from(HOSTILE)))
+        family = data.draw(st.sampled_from(["softmax", "hardmax"]))
+    else:  # pinned: a sample beyond the double range
+        obj["samples"][0][0] = "1e400"
+        family = "softmax"
+    try:
+        rc, out = _run(tmp_path, capsys, obj, "--C", "1", "--family", family, "--max-boxes", "50")
+    except SystemExit as exc:  # argparse usage error
+        rc, out = exc.code, capsys.readouterr()
+    assert "Traceback" not in out.err and rc in (0, 1, 2), (rc, out.err)
+    if rc == 2:
+        assert out.err.count("\n") == 1, out.err
