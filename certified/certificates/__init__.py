@@ -44,19 +44,25 @@ def command_json(
     verdict: Outcome | str,
     path: str | os.PathLike[str] | None,
     seconds: float,
+    *,
+    scope: str | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
     """The JSON object a command prints with ``--json``: the keys every command shares
-    (``command``, ``verdict``, ``certificate``, ``seconds``; the CLI contract of design.md), then
-    the command's own ``fields``, in order. ``verdict`` is an :class:`Outcome` or its string
-    (anything else is a ValueError); the JSON holds the contract string."""
-    return {
+    (``command``, ``verdict``, ``certificate``, ``seconds``; the CLI contract of design.md),
+    ``scope`` (what the verdict is about: "at the 100 points of x.csv, at t = 1", "for this
+    pair of measures", "over (B_R)^n"; the docs list every command's), then the command's own
+    ``fields``, in order. ``verdict`` is an :class:`Outcome` or its string (anything else is a
+    ValueError); the JSON holds the contract string."""
+    head = {
         "command": command,
         "verdict": Outcome(verdict).value,
         "certificate": None if path is None else str(path),
         "seconds": seconds,
-        **fields,
     }
+    if scope is not None:
+        head["scope"] = scope
+    return {**head, **fields}
 
 
 def print_json(obj: Any, stream: Any = None) -> None:

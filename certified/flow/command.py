@@ -68,6 +68,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
+def flow_scope(n: int, what: str, source, times: list[str]) -> str:
+    """What a flow verdict is about: these initial sets, these times (nothing in between,
+    nothing else)."""
+    at = ", ".join(times)
+    return f"the flow from the {n} initial {what} of {source}, at t = {at} only"
+
+
 PREC_RANGE = (53, 4096)  # hints.precision of rules taylor-lohner and relu-regions
 
 
@@ -171,7 +178,8 @@ def run(args: argparse.Namespace) -> int:
     ok = result is not None and result.status.value == "success"
     enc = result.final if ok else None
     if args.json:
-        out = command_json("flow", verdict, path, seconds, message=message)
+        scope = flow_scope(n, what, source, [str(schedule.total_time)])
+        out = command_json("flow", verdict, path, seconds, scope=scope, message=message)
         if ok:
             out["enclosures"] = [
                 [
@@ -189,6 +197,8 @@ def run(args: argparse.Namespace) -> int:
                 f"{result.max_width():.3e}"
             )
         print(f"{verdict}" + (f": certificate written to {path}" if path else f": {message}"))
+        if verdict == "VERIFIED":
+            print(f"  scope: {flow_scope(n, what, source, [str(schedule.total_time)])}")
     if verdict == "VERIFIED":
         return 0
     print(f"certified flow: {message}", file=sys.stderr)
@@ -281,6 +291,7 @@ def _run_field(args, t0: float, schedule=None) -> int:
     save_at = SaveAt(problem.total_time, [t for t in ts if t != problem.total_time])
     start, n = _read_start(args, problem.dimension, "field")
     what = "boxes" if args.boxes is not None else "points"
+    source = args.boxes if args.boxes is not None else args.points
     progress = Progress("flow")
     with progress.stage(f"enclosing the flow of {n} {what}"):
         result = enclose_flow(problem, start, save_at=save_at, prec=args.prec)
@@ -303,7 +314,8 @@ def _run_field(args, t0: float, schedule=None) -> int:
     if claims is not None:
         width = max(to_fmpq(hi) - to_fmpq(lo) for row in claims for lo, hi in row)
     if args.json:
-        out = command_json("flow", verdict, path, seconds, message=message)
+        scope = flow_scope(n, what, source, list(result.times))
+        out = command_json("flow", verdict, path, seconds, scope=scope, message=message)
         if claims is not None:
             out["enclosures"] = [
                 [[fmpq_to_str(to_fmpq(lo)), fmpq_to_str(to_fmpq(hi))] for lo, hi in row]
@@ -316,6 +328,8 @@ def _run_field(args, t0: float, schedule=None) -> int:
         if width is not None:
             print(f"{n} {what}, T = {problem.total_time}: max enclosure width {float(width):.3e}")
         print(f"{verdict}" + (f": certificate written to {path}" if path else f": {message}"))
+        if verdict == "VERIFIED":
+            print(f"  scope: {flow_scope(n, what, source, list(result.times))}")
     if verdict == "VERIFIED":
         return 0
     print(f"certified flow: {message}", file=sys.stderr)

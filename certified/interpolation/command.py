@@ -83,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
             outcome,
             path,
             time.perf_counter() - t0,
+            scope=_scope(interp, args.data),
             switches=verdict.switches,
             formula_switches=interp.formula_switches,
             exact=verdict.exact,
@@ -100,10 +101,19 @@ def run(args: argparse.Namespace) -> int:
             f"L = {verdict.switches} switches (formula {interp.formula_switches})"
         )
         print(f"{outcome}: certificate written to {path}" if ok else f"{outcome}: {message}")
+        if ok:
+            print(f"  scope: {_scope(interp, args.data)}")
     if path is None:
         print(f"certified interpolate: {message}", file=sys.stderr)
         return 1
     return 0
+
+
+def _scope(interp, source) -> str:
+    return (
+        f"the {interp.X.shape[0]} pairs of {source} and this schedule (one instance of the "
+        "theorem, not the theorem)"
+    )
 
 
 def demo_check():

@@ -63,6 +63,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             verdict,
             path,
             seconds,
+            scope=f"the pair of measures {args.mu}, {args.nu}",
             witness=witness,
             reason=reason,
             first_differing_moment=result.first_differing_moment,
@@ -76,6 +77,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             file=out,
         )
         print(f"certificate written to {path}", file=out)
+        print(f"  scope: the pair of measures {args.mu}, {args.nu}", file=out)
     else:
         print(f"{verdict}: {reason}", file=out)
     if verdict is Outcome.VERIFIED:

@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
             verdict,
             path,
             seconds,
+            scope=f"the pair of measures {args.mu}, {args.nu}",
             q=fmpq_to_str(e.q),
             lower=fmpq_to_str(e.lower),
             upper=fmpq_to_str(e.upper),
@@ -82,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
             f"{e.relative_gap:.1e}, {e.method})"
         )
         print(f"{verdict}" + (f": certificate written to {path}" if path else f": {message}"))
+        if path is not None:
+            print(f"  scope: the pair of measures {args.mu}, {args.nu}")
     if path is None:
         print(f"certified wasserstein: {message}", file=sys.stderr)
         return 1
