@@ -367,9 +367,10 @@ def _high_dim_normals(interp: Interpolation, quick: bool):
     top = max(12, min(50, (52 * (k - 1)) // k))
     for b in (top - 8,) if quick else (top - 12, top - 8, top - 4, top):
         a = integer_normal(interp.directions[0], b)
-        # u's entries often repeat (free variables of its null space): equal entries of a tie
-        # the s of symmetric lattice data; a tilt by k in entry k breaks such ties
-        yield [a, [x + k for k, x in enumerate(a)]]
+        # rounding can tie the s of some points (u's entries repeat, or span more than 2^b so
+        # the small ones vanish): a tilt by (1, t, ..., t^{d-1}) separates any distinct points
+        # for all but finitely many t, at a cost of ~t^{d-1} 2^-b in direction
+        yield [a, *([x + t**k for k, x in enumerate(a)] for t in range(1, 12))]
     if not quick and d <= 60:
         for b in range(16, 48, 4):
             yield lll_normals(interp.Y - interp.X, b)

@@ -80,6 +80,15 @@ _NEAR_Y2[:, 0] = [-2.739863390291388, -2.73986339029139, -2.739863390291397, -2.
 _NEAR_Y2[:, 1] = [8.000000000000002, 7.999999999999997, 8.000000000000002, 8.000000000000002]
 _NEAR_Y2[3, 2] = 28.617601529857907
 
+_CORNER_X = -np.array(
+    [[0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 1], [0, 0, 0, 0, 0, 1, 0], [0, 1, 1, 1, 1, 1, 0]]
+    + [[1, 1, 1, 1, 1, 1, 0]],
+    dtype=float,
+)
+_CORNER_Y = -np.ones((5, 7))  # one entry of each target a few ulps below -1
+_CORNER_Y[[0, 1, 2, 3, 4], [0, 1, 3, 2, 1]] = -1.0000000000000044
+_CORNER_Y[1, 1] = -1.0000000000000042
+
 
 @st.composite
 def _instances(draw):
@@ -100,6 +109,7 @@ def _instances(draw):
 @example((*_seed_data(2), 2, "high-dim"), "float64")
 @example((_LATTICE_X, _NEAR_Y1, 2, "high-dim"), "exact")  # rounded u tied two s: no bound
 @example((_LATTICE_X, _NEAR_Y2, 2, "high-dim"), "exact")  # ... and fell back to non-laminar
+@example((_CORNER_X, _CORNER_Y, 1, "high-dim"), "exact")  # u's entries span 2^105: ties
 def test_every_variant_exports_with_a_bound_containing_the_true_error(instance, method):
     X, Y, p, variant = instance
     try:
