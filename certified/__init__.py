@@ -203,6 +203,8 @@ if TYPE_CHECKING:  # static analysers see the eager imports
 
 
 def __getattr__(name: str) -> Any:
+    if name == "sweep":  # the campaign module is callable: certified.sweep(spec, out)
+        return importlib.import_module("certified.sweep")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'certified' has no attribute {name!r}")
