@@ -146,7 +146,7 @@ def test_sup_is_tight_in_one_dimension():
     b = sup_error_bounds(layer, pop, Y, 2, rel_tol=0.01, max_boxes=4000)
     assert b.resolved
     with mpmath.workdps(20):
-        scan = max(ref_error(layer, pop, Y, [x]) for x in np.linspace(-2, 2, 801))
+        scan = max(ref_error(layer, pop, Y, [x]) for x in np.linspace(-2, 2, 401))
     assert _frac(b.lower) * (1 - mpmath.mpf(2) ** -40) <= scan * (1 + mpmath.mpf("0.011"))
     assert scan <= _frac(b.upper)
 

@@ -108,7 +108,7 @@ def _set(obj, path, value):
     return obj
 
 
-@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 @example(data=None)
 def test_hostile_leaves_never_trace(tmp_path, capsys, data):
