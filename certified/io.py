@@ -639,7 +639,7 @@ def read_dataset(
 
 
 def read_measure(
-    path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES
+    path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES, normalize: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """Read a discrete probability measure ``Σ_k weights[k] δ_{points[k]}`` from JSON
     ``{"points": n×d, "weights": n}``.
@@ -681,6 +681,8 @@ def read_measure(
             if w < 0:
                 raise InputError(f"weights[{k}]: {fmpq_to_str(w)} is negative; weights are >= 0")
         total = sum(weights, flint.fmpq(0))
+        if normalize and total > 0:  # --normalize: divided exactly by their sum
+            return points, _fmpq_object_array([w / total for w in weights], (n,))
         if total != 1:
             excess = total - 1
             sign = "+" if excess > 0 else "-"
@@ -691,7 +693,7 @@ def read_measure(
             raise InputError(
                 f"weights: sum to {fmpq_to_str(total)} = 1 {sign} {fmpq_to_str(abs(excess))}"
                 f"{about}, not exactly 1; rescale them, writing inexact values as strings such "
-                'as "1/3" or "0.1"'
+                'as "1/3" or "0.1", or pass --normalize to divide them exactly by their sum'
             )
     return points, weights
 

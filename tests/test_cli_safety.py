@@ -179,3 +179,24 @@ def test_a_precision_outside_the_replayable_range_is_refused_first(inputs, prec,
     err = capsys.readouterr().err
     assert f"--prec: {prec} is outside [53, 4096] bits" in err and err.count("\n") == 1
     assert not Path("c.json").exists()
+
+
+@pytest.mark.parametrize("name", ["wasserstein", "separate"])
+def test_weights_summing_to_one_only_up_to_rounding_name_normalize(tmp_path, name, capsys):
+    from fractions import Fraction
+
+    mu = tmp_path / "mu.json"
+    mu.write_text(json.dumps({"points": [[0, 0], [1, 0], [0, 1]], "weights": [0.1, 0.1, 0.8]}))
+    nu = _copy(tmp_path, "measure.json")
+    out = tmp_path / "c.json"
+    argv = [name, "--mu", str(mu), "--nu", str(nu), "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "not exactly 1" in err and "--normalize" in err and not out.exists()
+    assert main([*argv, "--normalize", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert "--normalize" in payload["scope"]
+    weights = [Fraction(w) for w in json.loads(out.read_text())["instance"]["mu"]["weights"]]
+    exact = [Fraction(0.1), Fraction(0.1), Fraction(0.8)]
+    assert weights == [w / sum(exact) for w in exact] and sum(weights) == 1
+    assert check_file(out).verified

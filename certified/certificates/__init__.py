@@ -32,6 +32,7 @@ __all__ = [
     "exact_number",
     "flow_certificate",
     "laminar_flow_exact",
+    "measure_pair_scope",
     "print_json",
     "write_atomic",
     "write_certificate",
@@ -63,6 +64,12 @@ def command_json(
     if scope is not None:
         head["scope"] = scope
     return {**head, **fields}
+
+
+def measure_pair_scope(args: Any) -> str:
+    """The scope of a verdict about two measure files (``--mu``, ``--nu``, ``--normalize``)."""
+    rescaled = " (weights divided by their exact sums: --normalize)" if args.normalize else ""
+    return f"the pair of measures {args.mu}, {args.nu}{rescaled}"
 
 
 def print_json(obj: Any, stream: Any = None) -> None:

@@ -23,6 +23,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``certified separate`` (name and help: the command registry)."""
     parser.add_argument("--mu", type=Path, required=True, help='measure JSON {"points", "weights"}')
     parser.add_argument("--nu", type=Path, required=True, help="second measure, same dimension")
+    parser.add_argument(
+        "--normalize",
+        action="store_true",
+        help="divide each measure's weights exactly by their sum (for weights that sum to 1 "
+        "only up to rounding); the certificate is about the rescaled measures",
+    )
     parser.add_argument("--out", type=Path, required=True, help="certificate file to write")
     parser.add_argument("--max-prec", type=int, default=4096, help="largest precision, bits")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
@@ -33,13 +39,19 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     from certified._progress import Progress
-    from certified.certificates import command_json, print_json, write_if_accepted
+    from certified.certificates import (
+        command_json,
+        measure_pair_scope,
+        print_json,
+        write_if_accepted,
+    )
     from certified.errors import ShapeError
     from certified.io import read_measure
     from certified.moments.separation import separation_witness
 
     t0 = time.perf_counter()
-    mu, nu = read_measure(args.mu), read_measure(args.nu)
+    mu = read_measure(args.mu, normalize=args.normalize)
+    nu = read_measure(args.nu, normalize=args.normalize)
     if mu[0].shape[1] != nu[0].shape[1]:
         raise ShapeError(
             f"{args.nu}: points have {nu[0].shape[1]} coordinates, those of {args.mu} have "
@@ -63,7 +75,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             verdict,
             path,
             seconds,
-            scope=f"the pair of measures {args.mu}, {args.nu}",
+            scope=measure_pair_scope(args),
             witness=witness,
             reason=reason,
             first_differing_moment=result.first_differing_moment,
@@ -77,7 +89,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             file=out,
         )
         print(f"certificate written to {path}", file=out)
-        print(f"  scope: the pair of measures {args.mu}, {args.nu}", file=out)
+        print(f"  scope: {measure_pair_scope(args)}", file=out)
     else:
         print(f"{verdict}: {reason}", file=out)
     if verdict is Outcome.VERIFIED:

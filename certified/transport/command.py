@@ -22,6 +22,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mu", type=Path, required=True, help='measure JSON {"points", "weights"}')
     parser.add_argument("--nu", type=Path, required=True, help="second measure, same dimension")
     parser.add_argument(
+        "--normalize",
+        action="store_true",
+        help="divide each measure's weights exactly by their sum (for weights that sum to 1 "
+        "only up to rounding); the certificate is about the rescaled measures",
+    )
+    parser.add_argument(
         "--q", default="2", help="exponent q >= 1, exact (2, 1, 3/2, ...); default 2"
     )
     parser.add_argument(
@@ -39,14 +45,19 @@ def run(args: argparse.Namespace) -> int:
     """Run the subcommand; CertifiedError / OSError propagate to the CLI (exit 2)."""
     from certified._progress import Progress
     from certified.arith.exact import fmpq_to_str
-    from certified.certificates import command_json, print_json, write_if_accepted
+    from certified.certificates import (
+        command_json,
+        measure_pair_scope,
+        print_json,
+        write_if_accepted,
+    )
     from certified.transport.certificate import wasserstein_certificate
     from certified.transport.measure import Measure
     from certified.transport.wasserstein import wasserstein
 
     t0 = time.perf_counter()
-    mu = Measure.from_file(args.mu)
-    nu = Measure.from_file(args.nu)
+    mu = Measure.from_file(args.mu, normalize=args.normalize)
+    nu = Measure.from_file(args.nu, normalize=args.normalize)
     progress = Progress("wasserstein")
     with progress.stage(f"solving W_{args.q} ({mu.n} x {nu.n} atoms)"):
         enclosure = wasserstein(mu, nu, args.q, solver=args.solver)
@@ -65,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
             verdict,
             path,
             seconds,
-            scope=f"the pair of measures {args.mu}, {args.nu}",
+            scope=measure_pair_scope(args),
             q=fmpq_to_str(e.q),
             lower=fmpq_to_str(e.lower),
             upper=fmpq_to_str(e.upper),
@@ -84,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         )
         print(f"{verdict}" + (f": certificate written to {path}" if path else f": {message}"))
         if path is not None:
-            print(f"  scope: the pair of measures {args.mu}, {args.nu}")
+            print(f"  scope: {measure_pair_scope(args)}")
     if path is None:
         print(f"certified wasserstein: {message}", file=sys.stderr)
         return 1

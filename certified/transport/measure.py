@@ -115,14 +115,15 @@ class Measure:
         return cls(points, [x / total for x in w])
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str]) -> Measure:
-        """Read JSON ``{"points": n x d, "weights": n}`` (:func:`certified.io.read_measure`).
+    def from_file(cls, path: str | os.PathLike[str], *, normalize: bool = False) -> Measure:
+        """Read JSON ``{"points": n x d, "weights": n}`` (:func:`certified.io.read_measure`;
+        ``normalize``: weights divided exactly by their sum instead of refused when it is not 1).
 
         Guarantee: exact.
         """
         from certified.io import read_measure
 
-        points, weights = read_measure(path)
+        points, weights = read_measure(path, normalize=normalize)
         return cls(points, weights)
 
     # --- views ---------------------------------------------------------------------------
