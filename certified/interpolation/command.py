@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         with progress.stage("rounding to float64"):
             schedule, _ = export_float64(interp, method="float64")
             if not schedule.is_laminar() and args.variant == "auto":
-                # C's direction u is a long integer vector: its doubles are not laminar; A's are
+                # guard: C's export is rebuilt laminar (issue 15), A's rounded pieces are too
                 interp = construct_interpolation(
                     X, Y, args.width, time=args.time, variant="general"
                 )

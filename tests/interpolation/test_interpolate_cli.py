@@ -83,18 +83,19 @@ def test_missing_data_file_exits_2(tmp_path, capsys):
 
 
 def test_float_export_of_the_high_dimensional_variant(tmp_path, capsys):
-    # C's direction is a long integer vector: its rounded pieces are not laminar. auto falls
-    # back to A (laminar doubles, certificate); an explicit high-dim writes nothing, exit 1
+    # C's own direction is a long integer vector whose nearest doubles are not laminar (no
+    # certificate, exit 1, before issue 15); the export now rebuilds C's phase in doubles,
+    # exactly laminar: auto and an explicit high-dim both write a certificate the checker accepts
+    from certified.arith.exact import to_fmpq
+
     rng = np.random.default_rng(1)
     data = _dataset(tmp_path, rng.random((2, 4)), rng.random((2, 4)))
-    out = tmp_path / "auto.json"
     argv = ["interpolate", "--data", str(data), "--width", "1", "--float", "--json"]
-    assert main([*argv, "--out", str(out)]) == 0
-    res = json.loads(capsys.readouterr().out)
-    assert res["variant"] == "general" and res["exact"] is False
-    assert check_file(out).verified
-    out2 = tmp_path / "high.json"
-    assert main([*argv, "--variant", "high-dim", "--out", str(out2)]) == 1
-    res = json.loads(capsys.readouterr().out)
-    assert res["verdict"] == "UNDECIDED" and res["certificate"] is None
-    assert not out2.exists()
+    for variant in ("auto", "high-dim"):
+        out = tmp_path / f"{variant}.json"
+        assert main([*argv, "--variant", variant, "--out", str(out)]) == 0
+        res = json.loads(capsys.readouterr().out)
+        assert res["variant"] == "high-dim" and res["exact"] is False
+        assert res["verdict"] == "VERIFIED" and res["certificate"] == str(out)
+        assert 0 < to_fmpq(res["max_error"]) < to_fmpq("1e-9")
+        assert check_file(out).verified
