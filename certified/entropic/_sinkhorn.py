@@ -47,7 +47,7 @@ def _dual(f, g, P, a, b, gamma) -> float:
     return float(f @ a + g @ b - gamma * (P.sum() - 1.0))
 
 
-def _scaling(f, g, C, a, b, gamma, max_sweeps):
+def _scaling(f, g, C, a, b, gamma, max_sweeps, min_sweeps=20):
     """Stabilised Sinkhorn while it converges fast enough: it stops at the float floor, or
     when the observed linear rate predicts more sweeps to the floor than a few Newton steps
     cost (one Newton step ~ min(n, m) / 2 sweeps of work). Returns f, g, sweeps."""
@@ -66,7 +66,7 @@ def _scaling(f, g, C, a, b, gamma, max_sweeps):
             history.append(err)
             if err <= FLOOR or sweeps >= max_sweeps or not np.isfinite(err):
                 stop = True
-            elif len(history) >= 20:
+            elif len(history) >= min_sweeps:
                 rho = (history[-1] / history[-11]) ** 0.1 if history[-11] > 0 else 0.0
                 ahead = np.log(FLOOR / err) / np.log(rho) if 0 < rho < 1 else np.inf
                 stop = ahead > newton_cost
@@ -81,13 +81,14 @@ def _scaling(f, g, C, a, b, gamma, max_sweeps):
     return f, g, sweeps
 
 
-def _newton(f, g, C, a, b, gamma, max_steps=200):
+def _newton(f, g, C, a, b, gamma, max_steps=200, floor=FLOOR):
     """Newton steps on the concave dual (the Schur complement on g, regularised along its
     null direction 1), with backtracking on the dual value; stops at the float floor or when
     the marginal error stagnates there."""
     P = _plan(f, g, C, a, b, gamma)
     err, D, steps = _error(P, a, b), _dual(f, g, P, a, b, gamma), 0
-    while steps < max_steps and err > FLOOR:
+    radius = CAP * gamma  # a trust radius: grows after full steps, shrinks after halvings
+    while steps < max_steps and err > floor:
         r, c = P.sum(1), P.sum(0)
         Q = P / r[:, None]
         S = np.diag(c) - P.T @ Q + 1.0 / len(b)
@@ -98,10 +99,10 @@ def _newton(f, g, C, a, b, gamma, max_steps=200):
             break
         df = (gamma * (a - r) - P @ dg) / r
         # near-block-diagonal plans (small γ) make S nearly singular: a full step along those
-        # directions is meaningless, so a step never moves a potential by more than CAP γ
+        # directions is meaningless, so a step never moves a potential by more than the radius
         big = max(np.abs(df).max(), np.abs(dg).max())
-        step, accepted = min(1.0, CAP * gamma / big) if big > 0 else 1.0, False
-        for _ in range(30):
+        step, accepted = min(1.0, radius / big) if big > 0 else 1.0, False
+        for tries in range(30):  # noqa: B007 (read after the loop)
             f1, g1 = f + step * df, g + step * dg
             P1 = _plan(f1, g1, C, a, b, gamma)
             e1, D1 = _error(P1, a, b), _dual(f1, g1, P1, a, b, gamma)
@@ -112,6 +113,7 @@ def _newton(f, g, C, a, b, gamma, max_steps=200):
         steps += 1
         if not accepted:
             break
+        radius = 4 * radius if tries == 0 else max(step * big, CAP * gamma / 1024)
         stagnant = err < 1e-11 and e1 > err / 2
         f, g, P, err, D = f1, g1, P1, e1, max(D, D1)
         if stagnant:
