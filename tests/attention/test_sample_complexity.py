@@ -349,3 +349,19 @@ def test_claim_mode_refines_past_the_tolerance():
         else:
             for x in np.linspace(-2, 2, 81):
                 assert ref_error(layer, pop, Y, [x]) <= thr
+
+
+_CI = __import__("os").environ.get("CI", "").lower() == "true"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [10, 300] if _CI else [10, 100, 1000, 10_000])
+@pytest.mark.parametrize("R", [0.5, 4] if _CI else [0.5, 1, 2, 4])
+def test_acceptance_grid(n, R):
+    # the instances: n = 10 .. 10^4, R = 0.5 .. 4 (d = 2, Gaussian tokens)
+    layer = Attention.single([[0.5, 0.25], [0, 0.5]], np.eye(2), [[1, 0], [0.5, 1]], scaled=False)
+    pop = GaussianPopulation([0, 0], [[1, 0], [0, 1]])
+    Y = pop.sample(n, np.random.default_rng(0))
+    b = sup_error_bounds(layer, pop, Y, R, rel_tol=0.05, max_boxes=20000)
+    assert b.resolved and b.upper <= b.lower * flint.fmpq(21, 20) * (1 + flint.fmpq(1, 2**20))
+    _check_contains(layer, pop, Y, R, b, np.random.default_rng(n), m=5)
