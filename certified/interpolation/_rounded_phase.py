@@ -9,9 +9,11 @@ integer vector (hundreds of bits): its nearest doubles are not orthogonal to the
 doubles of the ``w_i``, the rounded pieces are not laminar, and the error of their flow was not
 certified. Here:
 
-* the normal is an integer vector ``a`` of ``bits`` bits near the direction of ``u``
-  (:func:`integer_normal`); it need not be orthogonal to the ``y_n − x_n``: the displacements
-  are projected onto ``a^⊥`` and the lost component is part of the (exactly computed) error;
+* the normal is an integer vector ``a`` of a few dozen bits: ``u`` rounded
+  (:func:`integer_normal`, tilted when rounding ties two points) or a short LLL vector nearly
+  orthogonal to every ``y_n − x_n`` (:func:`lll_normals`); it need not be exactly orthogonal
+  to them: the displacements are projected onto ``a^⊥`` and the lost component is part of the
+  (exactly computed) error;
 * the ``w_i`` are doubles on a grid ``2^e`` with ``a·w_i = 0`` exactly: the coordinates outside
   a set S of at most 12 are rounded, those in S are the nearest point of an affine integer
   lattice (LLL-reduced basis of ``{n ∈ Z^S : a_S·n = 0}``, Babai rounding, exact integers);
@@ -91,7 +93,12 @@ def lll_normals(delta: np.ndarray, bits: int, count: int = 3) -> list[list[int]]
 class KernelLattice:
     """Integer points ``n_S`` with ``a_S·n_S = r`` (``S``: up to 12 coordinates of ``a``, gcd 1)
     near a rational target: an LLL-reduced basis of the kernel lattice, a particular solution
-    of ``a_S·e = 1``, and Babai's rounding in exact rational arithmetic."""
+    of ``a_S·e = 1``, and Babai's rounding in exact rational arithmetic.
+
+    Raises ValueError when the reduced basis does not split as expected (gcd of ``a_S`` > 1).
+
+    Guarantee: exact (integer arithmetic; proofs/bounds.md#interp-rounded-phase).
+    """
 
     def __init__(self, a: list[int], S: list[int]):
         self.S = S
@@ -114,7 +121,10 @@ class KernelLattice:
             self._proj = None
 
     def closest(self, target: list[flint.fmpq], r: int) -> list[int]:
-        """An integer vector ``n`` with ``a_S·n = r`` exactly, near ``target``."""
+        """An integer vector ``n`` with ``a_S·n = r`` exactly, near ``target``.
+
+        Guarantee: ``a_S·n = r`` exactly (nearness is best effort: Babai's rounding).
+        """
         base = [r * x for x in self.e]
         if self._proj is None:
             return base
@@ -130,7 +140,10 @@ class KernelLattice:
 
 def lattice_for(a: list[int]) -> tuple[list[int], KernelLattice] | None:
     """``(a', lattice)``: ``a`` with its S-entries' gcd made 1 (by moving the smallest of them
-    by one unit when needed) and the lattice of those coordinates; None if that fails."""
+    by one unit when needed) and the lattice of those coordinates; None if that fails.
+
+    Guarantee: exact (the returned a' is the normal the lattice belongs to).
+    """
     a = list(a)
     S = sorted(range(len(a)), key=lambda k: -abs(a[k]))[:_MAX_S]
     S = [k for k in S if a[k] != 0] or S[:1]
@@ -177,7 +190,12 @@ def _double(q: flint.fmpq, rounding: str = "nearest") -> flint.fmpq:
 def _above(q: flint.fmpq) -> flint.fmpq:
     """The smallest double > q."""
     up = _double(q, "up")
-    return up if up > q else flint.fmpq(*math.nextafter(float(up), math.inf).as_integer_ratio())
+    if up > q:
+        return up
+    nxt = math.nextafter(float(up), math.inf)
+    if math.isinf(nxt):
+        raise RangeOverflowError("a threshold above the largest double")
+    return flint.fmpq(*nxt.as_integer_ratio())
 
 
 def _thresholds(s: list, delta: np.ndarray) -> list:
@@ -203,9 +221,8 @@ def _scale(a: list[int], s: list) -> int:
     if big == 0:
         return 0
     sigma = -(int(big.p).bit_length() - int(big.q).bit_length())
-    top = max(abs(k) for k in a).bit_length()
-    low = min(abs(k) for k in a if k)
-    return max(min(sigma, 1000 - top), -1000) if low else 0
+    top = max(abs(k) for k in a).bit_length()  # a != 0; every nonzero |a_k| >= 1
+    return max(min(sigma, 1000 - top), -1000)
 
 
 def _solve_neurons(s, c, delta, tau, a, lat) -> list | None:
