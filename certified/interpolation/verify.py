@@ -232,7 +232,12 @@ def verify_interpolation(
         )
     from certified.flow.api import enclose_flow
 
-    res = enclose_flow(schedule, Xq, prec=prec)
+    try:
+        res = enclose_flow(schedule, Xq, prec=prec)
+    except RangeOverflowError as exc:  # an enclosure beyond the double range: no bound
+        return InterpolationVerdict(
+            Outcome.UNDECIDED, False, None, L, formula, "flow", f"the flow enclosure: {exc}"
+        )
     method = str((res.hints or {}).get("method", "flow")) if isinstance(res.hints, dict) else "flow"
     if res.status.name != "SUCCESS":
         return InterpolationVerdict(Outcome.UNDECIDED, False, None, L, formula, method, res.message)

@@ -164,3 +164,17 @@ def test_float64_norm_bound_contains_the_exact_norm(rows):
     exact = max(sum((flint.fmpq(*v.as_integer_ratio()) ** 2 for v in row), _ZERO) for row in rows)
     assert bound == float("inf") or flint.fmpq(*bound.as_integer_ratio()) ** 2 >= exact
     assert _norm_upper(np.array([[1.7e308, 1.7e308]])) == float("inf")
+
+
+def test_an_enclosure_beyond_the_double_range_is_undecided_not_a_crash():
+    """Variant D (autonomous) certifies its doubles with the flow engines; on this instance the
+    field's slope 1.2e3 makes the enclosure overflow: UNDECIDED (no bound), no exception (it
+    raised RangeOverflowError out of verify_interpolation)."""
+    from certified.interpolation.autonomous import construct_autonomous
+
+    rng = np.random.default_rng(37)
+    X, Y = rng.random((2, 3)), rng.random((2, 3))
+    with np.errstate(all="ignore"):
+        r = construct_autonomous(X, Y)
+    assert r.verdict.verdict == "UNDECIDED" and r.verdict.max_error is None
+    assert "double range" in r.verdict.message or "exceeds float64" in r.verdict.message
