@@ -165,6 +165,22 @@ def test_true_instances_verified_with_certificate(n, R):
             assert _ref_norm(inst, X) <= _mpq(v.lhs_upper)
 
 
+@pytest.mark.parametrize(("R", "verdict"), [(1, "VERIFIED"), ("1/4", "REFUTED")])
+def test_h1_over_the_domain(R, verdict):
+    # H1's right side is O(R²) while Lip(f) -> ‖V‖₂ as R -> 0: true at R = 1, false at R = 1/4
+    inst = _instance(BASE.Q.tolist(), BASE.K.tolist(), BASE.V.tolist(), R)
+    v = decide_on_domain(inst, "H1", 2, max_cells=5000, seconds=60)
+    assert v.verdict == verdict, v.message
+    assert check_certificate(v.certificate).verified
+    with mp.workdps(60):
+        if verdict == "VERIFIED":
+            assert _mpq(v.lhs_upper) <= _ref_rhs(inst, 2, "H1")
+            for X in _samples(inst, 2, 3, 1):
+                assert _ref_norm(inst, X) <= _mpq(v.lhs_upper)
+        else:
+            assert _ref_norm(inst, v.counterexample["X"]) > _ref_rhs(inst, 2, "H1")
+
+
 @pytest.mark.parametrize("hypothesis", ["H1", "H2"])
 def test_false_variant_refuted_with_certificate(hypothesis):
     v = decide_on_domain(BASE, hypothesis, 2, factor=Q(1, 10), max_cells=2000, seconds=30)
