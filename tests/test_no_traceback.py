@@ -157,6 +157,9 @@ PINNED = [
     # a 5000-digit entry of Q: the float heuristics (SVD test vectors, norm estimates)
     # overflowed (OverflowError, then LinAlgError); now scaled, or skipped
     ("lipschitz", "attention-instance.json", ("Q", 0, 0), "1" * 5000),
+    # the same in V: the float midpoints of the Jacobian's balls (spectral norm heuristics) and
+    # a message's float() of a bound overflowed; now scaled, and approx_str
+    ("lipschitz", "attention-instance.json", ("V", 0, 0), "1" * 5000),
     # "1e400" read exactly in a ReLU schedule: the region engine's float copy overflowed
     ("flow-schedule", "schedule.json", ("pieces", 0, "W", 0, 0), "1e400"),
 ]

@@ -45,6 +45,7 @@ from certified.errors import (
 )
 
 __all__ = [
+    "approx_str",
     "MAX_STRING_EXPONENT",
     "Rounding",
     "dyadic_to_str",
@@ -407,6 +408,16 @@ def fmpq_to_float(q: Any, rounding: Rounding, field: str = "value") -> float:
         )
     value = math.ldexp(float(n), e)
     return -value if negative else value
+
+
+def approx_str(q: Any, digits: int = 6) -> str:
+    """A short decimal of an exact number of any magnitude, for messages (``1.5``,
+    ``1.11111e+4999``). Guarantee: none (display only)."""
+    q = to_fmpq(q)
+    try:
+        return f"{fmpq_to_float(q, 'nearest'):.{digits}g}"
+    except RangeOverflowError:
+        return flint.arb(q).str(digits, radius=False)
 
 
 def fmpq_array_to_float(a: Any, rounding: Rounding, field: str = "value") -> np.ndarray:

@@ -90,7 +90,7 @@ def _verdict(args: argparse.Namespace):
 
 def _search(args: argparse.Namespace) -> dict | None:
     """Largest certified lower bound on Lip(f) found by the float search, against H1 and H2."""
-    from certified.arith.exact import fmpq_to_str
+    from certified.arith.exact import approx_str, fmpq_to_str
     from certified.attention.family import compare_with_bounds, search_lipschitz_lower
     from certified.attention.instance import read_attention_instance
     from certified.attention.lipschitz import round_down
@@ -102,7 +102,7 @@ def _search(args: argparse.Namespace) -> dict | None:
         "n": best.n,
         "lower": fmpq_to_str(round_down(best.lower)),
         "ratio_lower": {
-            h: None if r is None else f"{float(r):.6g}" for h, r in cmp["ratio_lower"].items()
+            h: None if r is None else approx_str(r) for h, r in cmp["ratio_lower"].items()
         },
     }
 
@@ -190,6 +190,7 @@ def demo_check():
 
     Guarantee: passed implies the checker accepted the REFUTED certificate.
     """
+    from certified.arith.exact import approx_str
     from certified.attention.instance import parse_attention_instance
     from certified.attention.lipschitz import check_attention_hypothesis
     from certified.checker import check_certificate
@@ -199,7 +200,7 @@ def demo_check():
     check = check_certificate(v.certificate) if v.certificate is not None else None
     ok = v.verdict is Outcome.REFUTED and check is not None and check.verified
     certificates = {"lipschitz_h1_refutation.json": v.certificate} if ok else {}
-    detail = f"ratio >= {float(v.lhs_lower):.6g} > H1 bound 0; " + (
+    detail = f"ratio >= {approx_str(v.lhs_lower)} > H1 bound 0; " + (
         check.reason if check is not None else v.message
     )
     name = "attention H1 refuted (certificate re-checked)"

@@ -25,7 +25,7 @@ import flint
 import numpy as np
 
 from certified.arith.ball import check_precision, endpoints, precision
-from certified.arith.exact import to_fmpq, to_fmpq_array
+from certified.arith.exact import approx_str, to_fmpq, to_fmpq_array
 from certified.attention.instance import AttentionInstance
 from certified.attention.maps import attention_jacobian, attention_map, to_numpy_mid
 from certified.attention.norms import exact_norm_upper, scaled_float, spectral_norm_upper
@@ -294,7 +294,7 @@ def check_attention_hypothesis(
             _statement(hypothesis, Outcome.REFUTED, n),
             counterexample=pair,
             certificate=_certificate(inst, claim, hints),
-            message=f"certified ratio >= {float(lhs):.6g} > {float(rhs):.6g} >= right-hand side",
+            message=f"certified ratio >= {approx_str(lhs)} > {approx_str(rhs)} >= right-hand side",
             extra={"pair_ratio_lower": best},
         )
     lower_found = best if best >= 0 else None
@@ -321,7 +321,7 @@ def check_attention_hypothesis(
                 _statement(hypothesis, Outcome.VERIFIED, n),
                 # lhs_upper = 0 (V = 0) cannot be certified by a strict positive-definiteness test
                 certificate=_certificate(inst, claim, hints) if lhs > 0 else None,
-                message=f"‖Df(X)‖₂ <= {float(lhs):.6g} <= {float(rhs):.6g} <= right-hand side",
+                message=f"‖Df(X)‖₂ <= {approx_str(lhs)} <= {approx_str(rhs)} <= right-hand side",
                 extra={"pair_ratio_lower": best},
             )
     return LipschitzVerdict(
@@ -332,8 +332,8 @@ def check_attention_hypothesis(
         rhs_lo,
         rhs_hi,
         "",
-        message=f"‖Df(X)‖₂ <= {float(up):.6g} is not below the right side's lower bound "
-        f"{float(rhs_lo):.6g}, and no pair beats its upper bound {float(rhs_hi):.6g}",
+        message=f"‖Df(X)‖₂ <= {approx_str(up)} is not below the right side's lower bound "
+        f"{approx_str(rhs_lo)}, and no pair beats its upper bound {approx_str(rhs_hi)}",
         extra={"pair_ratio_lower": best},
     )
 

@@ -18,7 +18,7 @@ from typing import Any
 import flint
 import numpy as np
 
-from certified.arith.ball import arb_matrix, check_precision, endpoints, precision
+from certified.arith.ball import arb_matrix, check_precision, endpoints, mid_rad, precision
 from certified.arith.exact import to_fmpq, to_fmpq_array
 
 __all__ = [
@@ -32,8 +32,13 @@ __all__ = [
 ]
 
 
-def _mid(M: flint.arb_mat) -> np.ndarray:
-    return np.array([[float(M[i, j].mid()) for j in range(M.ncols())] for i in range(M.nrows())])
+def _mid(M: flint.arb_mat) -> tuple[np.ndarray, int] | None:
+    """``scaled_float`` of the exact midpoints of ``M`` (None if a ball is not finite): the
+    float heuristics' view of a matrix of balls of any magnitude."""
+    if not all(M[i, j].is_finite() for i in range(M.nrows()) for j in range(M.ncols())):
+        return None
+    mids = [[mid_rad(M[i, j])[0] for j in range(M.ncols())] for i in range(M.nrows())]
+    return scaled_float(np.array(mids, dtype=object))
 
 
 def _gram(M: flint.arb_mat) -> flint.arb_mat:
@@ -99,10 +104,13 @@ def spectral_norm_upper(M: Any, prec: int = 128) -> flint.fmpq:
     frob = frobenius_upper(M, prec)
     with precision(prec):
         M = arb_matrix(M, prec, "M")
-        est = float(np.linalg.norm(_mid(M), 2))
+        view = _mid(M)
+        if view is None:
+            return frob
+        est, unit = float(np.linalg.norm(view[0], 2)), flint.fmpq(2) ** view[1]
         S = _gram(M)
         for rel in (2.0**-40, 2.0**-24, 2.0**-12, 2.0**-6):
-            s = flint.fmpq(*float(est * (1 + rel) + 2.0**-200).as_integer_ratio())
+            s = flint.fmpq(*float(est * (1 + rel) + 2.0**-200).as_integer_ratio()) * unit
             if s >= frob:
                 break
             if _cholesky_pd(S, flint.arb(s * s)):
@@ -129,7 +137,10 @@ def spectral_norm_lower(M: Any, prec: int = 128, v: Any = None) -> flint.fmpq:
     with precision(prec):
         M = arb_matrix(M, prec, "M")
         if v is None:
-            v = np.linalg.svd(_mid(M))[2][0]
+            view = _mid(M)
+            if view is None or not np.all(np.isfinite(view[0])):
+                return flint.fmpq(0)
+            v = np.linalg.svd(view[0])[2][0]
         vq = to_fmpq_array(v, "v")
         v2 = sum((x * x for x in vq), flint.fmpq(0))
         if vq.shape != (M.ncols(),) or v2 == 0:
