@@ -23,6 +23,17 @@ SMALL = 2.0**-450  # below it Dekker's product may underflow: the square is boun
 
 
 @njit(cache=True, error_model="numpy")
+def _exp_pair(tlo, thi):  # pragma: no cover - compiled
+    """Bounds ``elo <= exp(tlo)``, ``exp(thi) <= ehi`` from one kernel call at ``thi``:
+    exp(tlo) = exp(thi) e^{-(thi - tlo)} >= lo(exp(thi)) (1 - (thi - tlo)).
+    proof: proofs/bounds.md#eot-sums"""
+    lo, hi, good = _exp_point(thi)
+    w = up(thi - tlo)
+    elo = dn(lo * dn(1.0 - w)) if w < 1.0 else 0.0
+    return max(elo, 0.0), hi, good
+
+
+@njit(cache=True, error_model="numpy")
 def _sums(f, g, clo, chi, ilo, ihi, alo, ahi, blo, bhi):  # pragma: no cover - compiled
     n, m = clo.shape
     row_lo = np.zeros(n)
@@ -42,8 +53,7 @@ def _sums(f, g, clo, chi, ilo, ihi, alo, ahi, blo, bhi):  # pragma: no cover - c
             zhi = up(up(s) - clo[i, j])
             tlo = dn(zlo * (ilo if zlo >= 0.0 else ihi))  # times 1/γ ∈ [ilo, ihi], ilo > 0
             thi = up(zhi * (ihi if zhi >= 0.0 else ilo))
-            elo = _exp_point(tlo)[0]
-            ehi, good = _exp_point(thi)[1:]
+            elo, ehi, good = _exp_pair(tlo, thi)
             ok = ok and good
             slo = dn(slo + dn(blo[j] * elo))
             shi = up(shi + up(bhi[j] * ehi))
@@ -125,8 +135,7 @@ def _sums_sq(f, g, X, YT, ilo, ihi, alo, ahi, blo, bhi):  # pragma: no cover - c
             zlo, zhi = _exponent(f[i], g[j], X, YT, i, j)
             tlo = dn(zlo * (ilo if zlo >= 0.0 else ihi))
             thi = up(zhi * (ihi if zhi >= 0.0 else ilo))
-            elo = _exp_point(tlo)[0]
-            ehi, good = _exp_point(thi)[1:]
+            elo, ehi, good = _exp_pair(tlo, thi)
             ok = ok and good
             slo = dn(slo + dn(blo[j] * elo))
             shi = up(shi + up(bhi[j] * ehi))

@@ -44,6 +44,7 @@ __all__ = [
 ]
 
 PREC = 128  # bits of the final assembly (n + m balls)
+REPAIR_ABOVE = flint.fmpq(1, 10**11)  # relative gap above which the potentials are repaired
 MAX_POTENTIAL = 2.0**48  # |f| / γ and |g| / γ above it are refused by the checker
 
 
@@ -124,17 +125,24 @@ def _cost_matrices(costs: CostBounds) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return M, lo, costs.upper_pairs(r, c).reshape(n, m)
 
 
+def _weight_bounds(m: Measure) -> tuple[np.ndarray, np.ndarray]:
+    if m.uniform:
+        w = m.weights[0]
+        return np.full(m.n, fmpq_to_float(w, "down")), np.full(m.n, fmpq_to_float(w, "up"))
+    return fmpq_array_to_float(m.weights, "down"), fmpq_array_to_float(m.weights, "up")
+
+
 def enclosed_sums(costs: CostBounds, gamma: flint.fmpq, f: np.ndarray, g: np.ndarray):
     """Enclosures of the inner Gibbs sums (proofs/bounds.md#eot-sums) and the cost upper
-    bounds ``chi``; the error-free exponent (#eot-exponent) for q = 2 and double points.
+    bounds ``chi``; the error-free exponent (#eot-exponent) for q = 2, double points and
+    ``max cost / γ > 100`` (where the cost's rounding would dominate the gap).
 
     Guarantee: encloses (raises RangeOverflowError when an exponential overflows)."""
     mu, nu = costs.mu, costs.nu
     _, clo, chi = _cost_matrices(costs)
     inv = (fmpq_to_float(1 / gamma, "down"), fmpq_to_float(1 / gamma, "up"))
-    a_iv = (fmpq_array_to_float(mu.weights, "down"), fmpq_array_to_float(mu.weights, "up"))
-    b_iv = (fmpq_array_to_float(nu.weights, "down"), fmpq_array_to_float(nu.weights, "up"))
-    if costs.q == 2 and costs.exact_float:
+    a_iv, b_iv = _weight_bounds(mu), _weight_bounds(nu)
+    if costs.q == 2 and costs.exact_float and chi.max() * inv[1] > 100:
         *sums, ok = gibbs_sums_sq(f, g, mu.points_lo, nu.points_lo, inv, a_iv, b_iv)
     else:
         *sums, ok = gibbs_sums(f, g, clo, chi, inv, a_iv, b_iv)
@@ -185,16 +193,17 @@ def _assemble(mu, nu, gamma, f, g, chi, sums):
     return _round(lo - margin * (1 + abs(lo)), False), _round(up + margin * (1 + abs(up)), True), t
 
 
-def _repair(costs, gamma, f, g, a, b):
-    """Potentials lowered so that the Gibbs plan's row, then column sums are about <= the
-    marginals (upper ends of the enclosed sums). Guarantee: none (heuristic)."""
+def _repair(sums, gamma, f, g, a, b):
+    """Potentials lowered so that the Gibbs plan's rows and columns are about <= the
+    marginals: x_i = f_i + γ log min(1, a_i / r_i), y_j = g_j + γ log min(1, b_j / c_j) from
+    one enclosed pass (the columns of the row-lowered plan are at most those of the first).
+    Guarantee: none (heuristic; the scale t of the certificate absorbs what remains)."""
     gf = float(gamma)
-    (_, row_hi, _, _), _ = enclosed_sums(costs, gamma, f, g)
+    _, row_hi, _, col_hi = sums
     with np.errstate(divide="ignore", invalid="ignore"):  # r_i / a_i is the inner row sum
         alpha = np.where(a > 0, np.minimum(1.0, 1.0 / row_hi), 1.0)
-        x = f + gf * np.log(alpha) - gf * 2.0**-50 * (alpha < 1)
-        (_, _, _, col_hi), _ = enclosed_sums(costs, gamma, x, g)
         beta = np.where(b > 0, np.minimum(1.0, 1.0 / col_hi), 1.0)
+        x = f + gf * np.log(alpha) - gf * 2.0**-50 * (alpha < 1)
         y = g + gf * np.log(beta) - gf * 2.0**-50 * (beta < 1)
     ok = np.all(np.isfinite(x)) and np.all(np.isfinite(y))
     return (x, y) if ok else (f, g)
@@ -214,11 +223,12 @@ def certify_potentials(
 ) -> EntropicBounds:
     """Certified bounds on ``OT_γ(μ, ν)`` from ANY potentials ``f`` (n doubles), ``g`` (m).
 
-    With ``repair`` (default) the potentials are first lowered where the Gibbs plan's rows,
-    then columns, exceed the marginals (``f_i + γ log min(1, a_i / r_i)``, then the same for
-    g): the scale t of the certificate is then about 1 and the repaired plan's deficit is the
-    L1 marginal error instead of the largest relative one (the rounding of Altschuler, Weed
-    and Rigollet 2017, carried by the potentials; heuristic, the bounds hold either way).
+    With ``repair`` (default), when the relative gap exceeds 1e-11, the potentials are
+    lowered where the Gibbs plan's rows and columns exceed the marginals
+    (``f_i + γ log min(1, a_i / r_i)``, the same for g) and the bounds recomputed (kept if
+    tighter): the scale t is then about 1 and the repaired plan's deficit is the L1 marginal
+    error instead of the largest relative one (the rounding of Altschuler, Weed and Rigollet
+    2017, carried by the potentials; heuristic, the bounds hold either way).
 
     Guarantee: ``lower <= OT_γ(μ, ν) <= upper`` (rigorous, for the exact points, weights, γ
     and q), whatever ``f`` and ``g`` are; their quality only decides the gap.
@@ -237,11 +247,16 @@ def certify_potentials(
     if max(np.abs(f).max(), np.abs(g).max()) > MAX_POTENTIAL * gf * (1 - 2.0**-40):
         raise RangeOverflowError("potentials: |f| / gamma or |g| / gamma above 2^48")
     costs = costs or CostBounds(mu, nu, qq)
-    if repair:
-        f, g = _repair(costs, gam, f, g, mu.weights_float, nu.weights_float)
     sums, chi = enclosed_sums(costs, gam, f, g)
     with precision(PREC):
         lower, upper, t = _assemble(mu, nu, gam, f, g, chi, sums)
+    if repair and upper - lower > REPAIR_ABOVE * abs(upper):
+        x, y = _repair(sums, gam, f, g, mu.weights_float, nu.weights_float)
+        sums, chi = enclosed_sums(costs, gam, x, y)
+        with precision(PREC):
+            lo2, up2, t2 = _assemble(mu, nu, gam, x, y, chi, sums)
+        if up2 - lo2 < upper - lower:
+            f, g, lower, upper, t = x, y, lo2, up2, t2
     return EntropicBounds(mu, nu, gam, qq, lower, upper, f, g, t, dict(info or {}))
 
 
