@@ -60,7 +60,15 @@ def test_demo_steps_and_bench_suites_resolve():
     assert steps[0] == "certified.demo:arithmetic_checks"
     assert all(callable(load(ref)) for ref in steps)
     suites = bench_suites()
-    assert set(suites) == {"arith", "flow", "interpolation", "sweep", "wasserstein"}
+    assert set(suites) == {
+        "arith",
+        "flow",
+        "interpolation",
+        "sinkhorn",
+        "sweep",
+        "tokens",
+        "wasserstein",
+    }
     assert all(callable(load(ref)) for ref in suites.values())
 
 
