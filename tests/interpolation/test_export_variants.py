@@ -178,3 +178,45 @@ def test_an_enclosure_beyond_the_double_range_is_undecided_not_a_crash():
         r = construct_autonomous(X, Y)
     assert r.verdict.verdict == "UNDECIDED" and r.verdict.max_error is None
     assert "double range" in r.verdict.message or "exceeds float64" in r.verdict.message
+
+
+@st.composite
+def _larger_instances(draw):
+    extreme = draw(st.booleans())
+    variant = draw(st.sampled_from(["auto", "general", "high-dim"]))
+    if variant == "high-dim":
+        N = draw(st.integers(1, 15))
+        X, Y = draw(datasets(n=N, d=(N + 1, min(N + 8, 20)), extreme=extreme))
+    else:
+        X, Y = draw(datasets(n=(1, 40), d=(2, 12), extreme=extreme))
+    return X, Y, draw(st.integers(1, len(X) + 2)), variant, extreme
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=max(4, settings.default.max_examples // 10),  # ci: 10, thorough: 200
+    suppress_health_check=list(HealthCheck),
+)
+@given(_larger_instances(), st.sampled_from(["exact", "float64"]))
+def test_larger_and_extreme_exports_never_claim_too_little(instance, method):
+    """Up to N = 40, d = 20, magnitudes 1e-300 .. 1e300: a bound, when one is given, contains
+    the exact error; without extreme magnitudes there always is one. With extreme ones the
+    parameters may leave the double range: a clear RangeOverflowError, never a wrong bound."""
+    from certified.errors import RangeOverflowError
+
+    X, Y, p, variant, extreme = instance
+    try:
+        interp = construct_interpolation(X, Y, p, variant=variant)
+    except DomainError:
+        return
+    try:
+        with np.errstate(all="ignore"):
+            sched, bound = export_float64(interp, method=method)
+    except RangeOverflowError as exc:
+        assert extreme and "beyond the float64 range" in str(exc)
+        return
+    if bound is None:
+        assert extreme, "no bound without extreme magnitudes"
+        return
+    if sched.is_laminar():
+        assert bound * bound >= _true_error_squared(sched, interp)
