@@ -115,8 +115,8 @@ COMMANDS: tuple[CommandRecord, ...] = (
         "sinkhorn",
         "certified two-sided bounds on entropic OT or the Sinkhorn divergence, with a certificate",
         "certified.entropic.command",
-        description="Bounds on OT_gamma(mu, nu) = min <C, pi> + gamma KL(pi | a x b) (or on the "
-        "Sinkhorn divergence with --divergence), cost |x - y|^q; the certificate holds the dual "
+        description="Bounds on OT_gamma(mu, nu) = min <C, pi> + gamma KL(pi ‖ a x b) (or on the "
+        "Sinkhorn divergence with --divergence), cost ‖x - y‖^q; the certificate holds the dual "
         "potentials. Exit 0 verified, 1 not verified, 2 bad input (nothing written).",
         demo="certified.entropic.command:demo_check",
         bench=(("sinkhorn", "certified.entropic._bench:bench_sinkhorn"),),

@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gamma", required=True, help="regularisation gamma > 0, exact (1, 0.1, 1/100, ...)"
     )
-    parser.add_argument("--q", default="2", help="cost |x - y|^q, q >= 1 exact; default 2")
+    parser.add_argument("--q", default="2", help="cost ‖x - y‖^q, q >= 1 exact; default 2")
     parser.add_argument(
         "--divergence",
         action="store_true",
