@@ -445,8 +445,9 @@ def export_float64(
         the cost of a float64 evaluation; falls back to ``"exact"`` when the data or the
         rounded pieces do not qualify.
     rebuild : bool
-        Rebuild construction A's second phase for the rounded first phase (default). False
-        rounds every piece on its own (for comparison: far larger errors beyond small N).
+        Rebuild construction A's second phase for the rounded first phase, and C's phase in
+        laminar doubles (default). False rounds every piece on its own (for comparison: far
+        larger errors beyond small N for A; for C, pieces that are not laminar, usually no bound).
 
     Returns
     -------
