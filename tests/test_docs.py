@@ -15,12 +15,13 @@ import pytest
 
 from certified import io
 from certified.attention.instance import read_attention_instance
-from certified.cli import _build_parser, full_parser
+from certified.cli import _build_parser, full_parser, main
 from certified.commands import COMMANDS
 from certified.errors import CertifiedError
 from certified.fields import read_field
 from certified.models import Schedule
 from certified.schemas import NAMES, schema
+from certified.sweep.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "docs" / "formats" / "examples"
@@ -34,7 +35,16 @@ READERS = {
     "measure": ("measure.json", io.read_measure),
     "attention-instance": ("attention-instance.json", read_attention_instance),
     "field": ("field.json", read_field),
-}
+    "tokens-instance": ("tokens-instance.json", lambda p: _command_reads(
+        ["tokens", "--instance", str(p), "--C", "3", "--max-boxes", "50"])),
+    "sweep-spec": ("sweep-spec.json", lambda p: load_spec(p)),
+}  # fmt: skip
+
+
+def _command_reads(argv: list[str]) -> None:
+    """A file kind read only by its command: 0 or 1 (a verdict) means read, 2 raises."""
+    if main(argv) == 2:
+        raise CertifiedError(f"{argv[0]} refused the file")
 
 
 def test_every_schema_is_valid_and_has_a_page():

@@ -46,7 +46,12 @@ COMMANDS: dict[str, tuple[list[str], dict[str, str]]] = {
     "lipschitz": (["lipschitz", "--instance", "{i}", "--hypothesis", "H2"],
                   {"i": "attention-instance.json"}),
     "check": (["check", "--no-limits", "{c}"], {"c": "certificate"}),
+    "transport-to-cube": (["transport-to-cube", "--measure", "{m}", "--width", "2",
+                           "--epsilon", "3/4"], {"m": "measure.json"}),
+    "tokens": (["tokens", "--instance", "{t}", "--C", "3", "--max-boxes", "200"],
+               {"t": "tokens-instance.json"}),
 }  # fmt: skip
+NO_OUT = {"check", "tokens"}  # commands that write no file
 
 # malformed values of the numeric options
 BAD_OPTIONS = {
@@ -57,6 +62,8 @@ BAD_OPTIONS = {
     "separate": [["--max-prec", "0"], ["--max-prec", "x"]],
     "lipschitz": [["--prec", "-5"], ["--hypothesis", "H9"]],
     "check": [["--time-limit", "-1"], ["--memory-limit", "1"]],
+    "transport-to-cube": [["--width", "1"], ["--epsilon", "0"], ["--q", "5"], ["--q", "x"]],
+    "tokens": [["--C", "-1"], ["--C", "x"], ["--rel-tol", "nan"], ["--max-boxes", "0"]],
 }
 
 
@@ -145,7 +152,7 @@ def test_no_command_prints_a_traceback(name, data, tmp_path, capsys, certificate
         paths[key] = str(path)
     argv = [a.format(**paths) for a in template]
     out = tmp_path / "out.json"
-    if name != "check":
+    if name not in NO_OUT:
         argv += ["--out", str(out)]
     if data is not None and data.draw(st.booleans(), label="bad option"):
         argv += data.draw(st.sampled_from(BAD_OPTIONS[name]), label="option")
@@ -177,4 +184,25 @@ def test_pinned_regressions(name, example_name, path, value, tmp_path, capsys):
         p.write_text(text)
         paths[key] = str(p)
     out = tmp_path / "out.json"
-    _run(tmp_path, capsys, [*(a.format(**paths) for a in template), "--out", str(out)], out)
+    extra = [] if name in NO_OUT else ["--out", str(out)]
+    _run(tmp_path, capsys, [*(a.format(**paths) for a in template), *extra], out)
+
+
+@settings(
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    max_examples=max(10, settings.default.max_examples // 5),  # a valid spec starts a cluster
+)
+@given(content=_mutated((EXAMPLES / "sweep-spec.json").read_text()))
+def test_sweep_specs_never_print_a_traceback(content, tmp_path_factory, capsys):
+    tmp = tmp_path_factory.mktemp("sweep")
+    spec, out = tmp / "spec.json", tmp / "run"
+    spec.write_bytes(content)
+    capsys.readouterr()
+    try:
+        code = main(["sweep", str(spec), "--out", str(out), "--workers", "1", "--no-plots"])
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and code in (0, 1, 2), (code, err)
+    if code == 2:
+        assert err.count("\n") == 1 and not out.exists(), err
