@@ -83,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
                 v.verdict,
                 None,
                 time.perf_counter() - t0,
+                scope=f"the {b.n} samples of {args.instance}, x over the ball of radius R",
                 family=args.family,
                 rate=args.rate,
                 n=b.n,

@@ -71,7 +71,8 @@ def _report(args, outcome, path, seconds, result, message) -> None:
                 "cells": len(result.partition.cells),
                 **fields,
             }
-        print_json(command_json("transport-to-cube", outcome, path, seconds, **fields))
+        scope = _scope(args)
+        print_json(command_json("transport-to-cube", outcome, path, seconds, scope=scope, **fields))
         return
     if result is not None:
         L = result.formula_switches
@@ -82,6 +83,15 @@ def _report(args, outcome, path, seconds, result, message) -> None:
             f"{L if L is not None else '> 10^10000'})"
         )
     print(f"{outcome}: certificate written to {path}" if path else f"{outcome}: {message}")
+    if path:
+        print(f"  scope: {_scope(args)}")
+
+
+def _scope(args) -> str:
+    return (
+        f"the empirical measure {args.measure} (its atoms and exact weights), every q >= 1; "
+        "not a density, not other measures"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,13 +102,8 @@ def run(args: argparse.Namespace) -> int:
     from certified.cube.construct import transport_to_cube
     from certified.cube.density import BoxDensity
     from certified.cube.formula import check_parameters
-    from certified.errors import InputError
 
-    t0 = time.perf_counter()
-    out = Path(args.out)
-    same = out.exists() and Path(args.measure).exists() and os.path.samefile(out, args.measure)
-    if same or out.resolve() == Path(args.measure).resolve():
-        raise InputError(f"--out: {args.out} is the --measure input; choose another file")
+    t0 = time.perf_counter()  # --out over the input: refused by certified.cli, for every command
     progress = Progress("transport-to-cube")
     with progress.stage(f"reading {args.measure}"):
         mu = _read(args.measure)
@@ -110,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     with progress.stage(f"constructing (n = {mu.n}, d = {mu.d}, p = {args.width})"):
         result = transport_to_cube(mu, args.width, args.epsilon, args.q)
     with progress.stage("writing the certificate, re-checked by the checker first"):
-        path, check = write_if_accepted(out, cube_certificate(result))
+        path, check = write_if_accepted(Path(args.out), cube_certificate(result))
     message = "" if check.verified else f"the checker did not accept: {check.reason}"
     outcome = Outcome.VERIFIED if path is not None else Outcome.UNDECIDED
     _report(args, outcome, path, time.perf_counter() - t0, result, message)
