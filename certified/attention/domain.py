@@ -28,7 +28,7 @@ import flint
 import numpy as np
 
 from certified.arith.ball import check_precision, precision
-from certified.arith.exact import to_fmpq, to_fmpq_array
+from certified.arith.exact import approx_str, to_fmpq, to_fmpq_array
 from certified.attention.family import float_jacobian, search_lipschitz_lower
 from certified.attention.instance import AttentionInstance
 from certified.attention.lipschitz import (
@@ -50,6 +50,7 @@ DEFAULT_PREC = 64
 DEFAULT_MAX_CELLS = 200_000
 DEFAULT_SECONDS = 600.0
 SLACK = flint.fmpq(1, 2**20)  # relative margin between a leaf's test and its written bound
+MAX_MAGNITUDE = flint.fmpq(2**40)  # larger entries of Q, K, V or R: UNDECIDED at once
 
 
 @dataclass
@@ -176,9 +177,16 @@ def _close(J: flint.arb_mat, target: flint.fmpq):
     return target if _pd_gap(J, target * (1 - SLACK)) else None
 
 
+def _norm2(M: np.ndarray) -> float:
+    """Float spectral norm, 0 for non-finite input (heuristic use only)."""
+    return float(np.linalg.norm(M, 2)) if np.all(np.isfinite(M)) else 0.0
+
+
 def _float_norm_estimate(J: flint.arb_mat) -> float:
     mid = to_numpy_mid(J)
     rad = np.array([[float(J[i, j].rad()) for j in range(J.ncols())] for i in range(J.nrows())])
+    if not (np.all(np.isfinite(mid)) and np.all(np.isfinite(rad))):
+        return float("inf")
     return float(np.linalg.norm(mid, 2) + np.linalg.norm(rad, 2))
 
 
@@ -266,7 +274,7 @@ def subdivide(
                 tree.leaf[node], run.dropped = None, run.dropped + 1
                 return
             Xc = _centre_in_ball(lo, hi, n, d, float(R))
-            value = float(np.linalg.norm(float_jacobian(Af, Vf, Xc), 2))
+            value = _norm2(float_jacobian(Af, Vf, Xc))
             if value > run.float_sup:
                 run.float_sup, best_X = value, Xc
             J = cell_jacobian(A, V, _balls(lo, hi, n, d, R))
@@ -381,6 +389,13 @@ def decide_on_domain(
     """
     prec = check_precision(prec)
     n, factor = _validate(inst, hypothesis, n, factor)
+    entries = [*inst.Q.flat, *inst.K.flat, *inst.V.flat, inst.R]
+    if any(abs(q) > MAX_MAGNITUDE for q in entries):  # the float heuristics would overflow
+        return LipschitzVerdict(
+            hypothesis, Outcome.UNDECIDED, None, None, None, None, "",
+            message=f"entries of Q, K, V or R beyond 2^{MAX_MAGNITUDE.p.bit_length() - 1}: the "
+            "subdivision's float heuristics do not handle them; rescale the instance",
+        )  # fmt: skip
     hv, hm = norm_hint(inst.V, prec), norm_hint(inst.K.T @ inst.Q, prec)
     lo, hi = rhs_bounds(
         hypothesis, (hv["lower"], hv["upper"]), (hm["lower"], hm["upper"]), inst.R, n, inst.k, prec
@@ -388,9 +403,8 @@ def decide_on_domain(
     rhs_lo, rhs_hi = round_down(lo * factor), round_up(hi * factor)
     ctx = _Context(inst, hypothesis, n, factor, prec, hv, hm, rhs_lo, rhs_hi)
     best_lower = flint.fmpq(0)
-    if search:
-        p = search_lipschitz_lower(inst, n, restarts=2, steps=15, prec=prec)
-        point = certified_point_lower(inst, p.X, prec)
+    point = _proposal(inst, None, n, prec) if search else None
+    if point is not None:
         best_lower = point[0]
         if point[0] > rhs_hi:
             return ctx.refuted(point, None)
@@ -398,18 +412,31 @@ def decide_on_domain(
         A = flint.arb_mat((inst.K.T @ inst.Q).tolist()) * (1 / flint.arb(inst.k).sqrt())
         V = flint.arb_mat(inst.V.tolist())
     Af = inst.K.T.astype(float) @ inst.Q.astype(float) / np.sqrt(inst.k)
-    tree, run, best_X = subdivide(
-        A, V, inst.R, n, rhs_lo, prec=prec, max_cells=max_cells, seconds=seconds,
-        float_AV=(Af, inst.V.astype(float)),
-    )  # fmt: skip
+    with np.errstate(all="ignore"):  # float heuristics only: overflow means "no proposal"
+        tree, run, best_X = subdivide(
+            A, V, inst.R, n, rhs_lo, prec=prec, max_cells=max_cells, seconds=seconds,
+            float_AV=(Af, inst.V.astype(float)),
+        )  # fmt: skip
     if tree is not None:
         return ctx.verified(tree, run)
-    if best_X is not None:
-        point = certified_point_lower(inst, best_X, prec)
+    point = _proposal(inst, best_X, n, prec) if best_X is not None else None
+    if point is not None:
         if point[0] > rhs_hi:
             return ctx.refuted(point, run)
         best_lower = max(best_lower, point[0])
     return ctx.undecided(run, best_lower)
+
+
+def _proposal(inst: AttentionInstance, X: np.ndarray | None, n: int, prec: int) -> tuple | None:
+    """The certified lower bound at X (None: at the float ascent's best point), or None when
+    the float heuristics break down (non-finite values at extreme magnitudes)."""
+    try:
+        with np.errstate(all="ignore"):
+            if X is None:
+                X = search_lipschitz_lower(inst, n, restarts=2, steps=15, prec=prec).X
+            return certified_point_lower(inst, X, prec)
+    except (CertifiedError, np.linalg.LinAlgError, ArithmeticError, ValueError):
+        return None
 
 
 def _written(bound: Any) -> Any:
@@ -470,7 +497,7 @@ class _Context:
             f"{self.name} holds for these Q, K, V, R and n = {self.n}: sup over (B_R)^n of "
             "‖Df‖₂ (= the Lipschitz constant there) <= lhs_upper <= rhs_lower <= RHS",
             certificate=self._certificate(claim, "vector", hints) if lhs > 0 else None,
-            message=f"sup ‖Df‖₂ <= {float(lhs):.6g} <= {float(self.rhs_lo):.6g} over (B_R)^n "
+            message=f"sup ‖Df‖₂ <= {approx_str(lhs)} <= {approx_str(self.rhs_lo)} over (B_R)^n "
             f"({run.kept} leaves kept, {run.dropped} dropped, {run.seconds:.3g} s)",
             extra={"run": run},
         )  # fmt: skip
@@ -486,18 +513,18 @@ class _Context:
             "(B_R)^n has ‖Df(X)‖₂ >= lhs_lower > rhs_upper >= RHS",
             counterexample={"X": X},
             certificate=self._certificate(claim, "upper", {}),
-            message=f"‖Df(X)‖₂ >= {float(lhs):.6g} > {float(self.rhs_hi):.6g} at a point of "
+            message=f"‖Df(X)‖₂ >= {approx_str(lhs)} > {approx_str(self.rhs_hi)} at a point of "
             "(B_R)^n",
             extra={"run": run},
         )  # fmt: skip
 
     def undecided(self, run: DomainRun, lower: flint.fmpq):
-        up = "not certified" if run.open_upper is None else f"<= {float(run.open_upper):.6g}"
+        up = "not certified" if run.open_upper is None else f"<= {approx_str(run.open_upper)}"
         return LipschitzVerdict(
             self.hypothesis, Outcome.UNDECIDED, lower, run.open_upper, self.rhs_lo, self.rhs_hi,
             "",
             message=f"budget exhausted after {run.cells} cells ({run.seconds:.3g} s): {run.open} "
-            f"cells open ({up} on them), certified sup ‖Df‖₂ >= {float(lower):.6g}; right side "
-            f"in [{float(self.rhs_lo):.6g}, {float(self.rhs_hi):.6g}]",
+            f"cells open ({up} on them), certified sup ‖Df‖₂ >= {approx_str(lower)}; right side "
+            f"in [{approx_str(self.rhs_lo)}, {approx_str(self.rhs_hi)}]",
             extra={"run": run},
         )  # fmt: skip

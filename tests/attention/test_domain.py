@@ -383,3 +383,13 @@ def test_larger_true_instances_verified(n, d, R):
         assert _mpq(v.lhs_upper) <= _ref_rhs(inst, n)
         for X in _samples(inst, n, 2, 0):
             assert _ref_norm(inst, X) <= _mpq(v.lhs_upper)
+
+
+@pytest.mark.parametrize(
+    ("entry", "R"),
+    [("1" * 5000, 1), (1, "1" + "0" * 400), (str(2**39), str(2**39))],
+)  # regressions: OverflowError / NonFiniteError in the float heuristics (found by hand)
+def test_extreme_magnitudes_are_undecided_without_error(entry, R):
+    inst = _instance([[entry, 0], [0, 1]], [[1, 0], [0, 1]], [[1, 0], [0, entry]], R)
+    v = decide_on_domain(inst, "H2", 2, max_cells=200, seconds=5)
+    assert v.verdict == "UNDECIDED" and v.certificate is None and v.message
