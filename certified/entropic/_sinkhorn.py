@@ -91,7 +91,10 @@ def _newton(f, g, C, a, b, gamma, max_steps=200, floor=FLOOR):
     while steps < max_steps and err > floor:
         r, c = P.sum(1), P.sum(0)
         Q = P / r[:, None]
-        S = np.diag(c) - P.T @ Q + 1.0 / len(b)
+        # + 1/m fixes the null direction 1; (1 + 1e-10) c on the diagonal keeps S invertible
+        # when the plan splits into blocks (small γ), whose relative shifts are left to the
+        # trust radius (Levenberg-Marquardt)
+        S = np.diag(c * (1 + 1e-10)) - P.T @ Q + 1.0 / len(b)
         rhs = gamma * (b - c) - Q.T @ (gamma * (a - r))
         try:
             dg = np.linalg.solve(S, rhs)
@@ -134,13 +137,25 @@ def solve_potentials(C, a, b, gamma: float, max_sweeps: int = 5000):
     full = len(ia) == len(a) and len(ib) == len(b)
     Cs = C if full else C[np.ix_(ia, ib)]
     As, Bs = a[ia], b[ib]
-    if Cs.max() / gamma < 500:  # the kernel exp(-C/γ) is representable: start from 0
-        f, g = np.zeros(len(ia)), np.zeros(len(ib))
-    else:  # one log-domain sweep first, so that no row or column of the kernel underflows
-        f = c_transform_f(np.zeros(len(ib)), Cs, Bs, gamma)
-        g = c_transform_g(f, Cs, As, gamma)
-    f, g, sweeps = _scaling(f, g, Cs, As, Bs, gamma, max_sweeps)
-    f, g, steps, err = _newton(f, g, Cs, As, Bs, gamma)
+    # ε-scaling (Kosowsky–Yuille; Schmitzer 2019): solve at γ' = 4^j γ first, warm-starting
+    # each stage, so that the small-γ stage starts near its solution and Newton needs a few
+    # steps (at n = 300, γ = 0.01: 16 Newton steps instead of 104)
+    stages = [gamma]
+    while stages[-1] < Cs.max() / 200 and len(stages) < 12:
+        stages.append(4 * stages[-1])
+    f, g = np.zeros(len(ia)), np.zeros(len(ib))
+    sweeps = steps = 0
+    for gam in reversed(stages):
+        if Cs.max() / gam >= 500:  # one log-domain sweep: no kernel row or column underflows
+            f = c_transform_f(g, Cs, Bs, gam)
+            g = c_transform_g(f, Cs, As, gam)
+        floor = FLOOR if gam == gamma else 1e-9
+        for attempt in range(3):  # more sweeps, then Newton again, if Newton stalls
+            f, g, sw = _scaling(f, g, Cs, As, Bs, gam, max_sweeps, 20 + 200 * attempt)
+            f, g, st, err = _newton(f, g, Cs, As, Bs, gam, floor=floor)
+            sweeps, steps = sweeps + sw, steps + st
+            if err <= max(floor, 1e-11):
+                break
     info = {"sweeps": sweeps, "newton": steps, "error": err}
     if full:
         return f, g, info
