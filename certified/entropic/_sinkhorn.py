@@ -1,9 +1,10 @@
 """Untrusted float64 producers of entropic dual potentials (heuristics only).
 
 :func:`solve_potentials` runs Sinkhorn in the stabilised (absorbing) form of Schmitzer (2019)
-started from one log-domain sweep, then polishes with Newton steps on the dual
-(Sinkhorn–Newton, Brauer, Clason, Lorenz and Wirth 2017), whose quadratic convergence reaches
-marginal errors near the float64 floor where plain Sinkhorn needs thousands of sweeps at small γ.
+inside an ε-scaling loop (γ' = 4^j γ down to γ, warm-started), and polishes each stage with
+Newton steps on the dual (Sinkhorn–Newton, Brauer, Clason, Lorenz and Wirth 2017) under a trust
+radius, whose fast local convergence reaches marginal errors near the float64 floor where plain
+Sinkhorn needs thousands of sweeps at small γ.
 :func:`sinkhorn_iterates` returns the plain log-domain iterates for the rate experiments.
 Nothing here is trusted: the certified bounds hold for whatever potentials come out.
 """
