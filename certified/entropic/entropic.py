@@ -107,7 +107,7 @@ def check_gamma(gamma: Any) -> flint.fmpq:
     g = to_fmpq(gamma, "gamma")
     if g <= 0:
         raise DomainError(f"gamma: {gamma!r} is not > 0; the entropic regularisation needs γ > 0")
-    if not 2.0**-60 <= float(g) <= 2.0**60:
+    if not flint.fmpq(1, 2**60) <= g <= 2**60:
         raise DomainError(f"gamma: {gamma!r} is outside [2^-60, 2^60]; rescale the costs")
     return g
 
@@ -245,7 +245,9 @@ def certify_potentials(
         raise InputError("potentials: not finite; the solver failed")
     gf = float(gam)
     if max(np.abs(f).max(), np.abs(g).max()) > MAX_POTENTIAL * gf * (1 - 2.0**-40):
-        raise RangeOverflowError("potentials: |f| / gamma or |g| / gamma above 2^48")
+        raise RangeOverflowError(
+            "potentials: |f| / gamma or |g| / gamma above 2^48; rescale the costs or raise gamma"
+        )
     costs = costs or CostBounds(mu, nu, qq)
     sums, chi = enclosed_sums(costs, gam, f, g)
     with precision(PREC):

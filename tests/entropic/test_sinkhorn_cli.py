@@ -44,6 +44,8 @@ BAD = [
     ({"--gamma": "0"}, "gamma"),
     ({"--gamma": "-1"}, "gamma"),
     ({"--gamma": "abc"}, "gamma"),
+    ({"--gamma": "1e400"}, "gamma"),  # once an internal error (float of a huge rational)
+    ({"--gamma": "nan"}, "gamma"),
     ({"--q": "1/2"}, "q"),
     ({"mu": {"points": [[0, 0], [1, 1]], "weights": [0.5, 0.6]}}, "sum"),
     ({"mu": {"points": [[0, 0, 0]]}}, "dimension"),
