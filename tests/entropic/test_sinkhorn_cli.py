@@ -50,6 +50,11 @@ BAD = [
     ({"mu": {"points": [[0, 0], [1, 1]], "weights": [0.5, 0.6]}}, "sum"),
     ({"mu": {"points": [[0, 0, 0]]}}, "dimension"),
     ({"mu": {"points": [[0, "nan"]]}}, "points"),
+    ({"mu": {"points": [[0, 0]], "weights": ["nan"]}}, "weights"),
+    ({"mu": {"points": []}}, "points"),
+    ({"mu": {"points": [[0, 0]], "weights": [1], "extra": 1}}, "extra"),
+    ({"mu": {"points": [[0, 0], [1, 1]], "weights": ["3/2", "-1/2"]}}, "negative"),
+    ({"mu": {"points": [[1e300, 0]]}}, "overflow"),
 ]
 
 
