@@ -16,7 +16,8 @@ from scipy.special import logsumexp
 
 __all__ = ["c_transform_f", "c_transform_g", "sinkhorn_iterates", "solve_potentials"]
 
-FLOOR = 1e-13  # L1 marginal error at which the solver stops (gap ~ FLOOR x max cost)
+FLOOR = 1e-15  # L1 marginal error at which the sweeps stop (near the float64 floor)
+NEWTON_FLOOR = 1e-14  # below it a Newton step (n^3 work) cannot improve the float plan
 CAP = 10.0  # largest change of a potential in one Newton step, in units of γ
 ABSORB = 1e30  # scalings beyond [1/ABSORB, ABSORB] are absorbed into the potentials
 
@@ -89,7 +90,7 @@ def _newton(f, g, C, a, b, gamma, max_steps=200, floor=FLOOR):
     P = _plan(f, g, C, a, b, gamma)
     err, D, steps = _error(P, a, b), _dual(f, g, P, a, b, gamma), 0
     radius = CAP * gamma  # a trust radius: grows after full steps, shrinks after halvings
-    while steps < max_steps and err > floor:
+    while steps < max_steps and err > max(floor, NEWTON_FLOOR):
         r, c = P.sum(1), P.sum(0)
         Q = P / r[:, None]
         # + 1/m fixes the null direction 1; (1 + 1e-10) c on the diagonal keeps S invertible
