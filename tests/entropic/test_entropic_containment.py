@@ -133,3 +133,16 @@ def test_rate_enclosure_contains_the_reference_and_refutes_a_small_constant():
             assert _inside(c.suboptimality_lower, c.suboptimality_upper, ref - dual)
             assert c.verdict == "REFUTED" and c.suboptimality_lower > c.bound
     assert sinkhorn_rate(Measure(X, A), Measure(Y, B), "1/2", steps=(1, 3)).verdict == "VERIFIED"
+
+
+@pytest.mark.parametrize("n,gamma", [(7, "1/100"), (20, "1/100"), (20, "1/10")])
+def test_small_gamma_clusters_reach_a_tight_gap(n, gamma):
+    # regression: well-separated small clouds at gamma = 0.01 made the Newton system singular
+    # (the plan splits into blocks) and the solver stopped at a relative gap of 0.9
+    from certified.checker import check_certificate
+    from certified.entropic.certificate import entropic_certificate
+
+    rng = np.random.default_rng(n)
+    e = entropic_ot(rng.standard_normal((n, 2)), rng.standard_normal((n + 1, 2)) + 0.5, gamma)
+    assert e.relative_gap < 1e-10
+    assert check_certificate(entropic_certificate(e)).verified
