@@ -98,8 +98,12 @@ def test_bench_quick(capsys):
     assert main(["bench", "wasserstein", "--quick", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     names = [b["name"] for b in r["benchmarks"]]
-    assert any("W2 n=100" in n for n in names) and any("assignment" in n for n in names)
+    assert any("W_2 and W_2^2 enclosures, n=100" in n for n in names)
+    assert any("assignment" in n for n in names)
     for b in r["benchmarks"]:
         assert b["relative_gap"] <= 1e-12
         assert b["pot_inside_bounds_q"]
+        # W_q and W_q^q labelled consistently: POT's emd2 is W_q^q, inside the W_q^q bounds
+        assert b["W_q^q_lower"] <= b["pot_emd2 (W_q^q)"] <= b["W_q^q_upper"]
+        assert b["W_q_lower"] <= b["W_q_upper"]
         assert b["ratio"] == pytest.approx(b["seconds"] / b["baseline_seconds"])
