@@ -49,11 +49,12 @@ def _dual(f, g, P, a, b, gamma) -> float:
     return float(f @ a + g @ b - gamma * (P.sum() - 1.0))
 
 
-def _scaling(f, g, C, a, b, gamma, max_sweeps, min_sweeps=20):
+def _scaling(f, g, C, a, b, gamma, max_sweeps, min_sweeps=20, floor=FLOOR):
     """Stabilised Sinkhorn while it converges fast enough: it stops at the float floor, or
     when the observed linear rate predicts more sweeps to the floor than a few Newton steps
-    cost (one Newton step ~ min(n, m) / 2 sweeps of work). Returns f, g, sweeps."""
-    newton_cost = 5 * max(20, min(len(a), len(b)) // 2)
+    cost (one Newton step ~ min(n, m) / 4 sweeps of work; three are budgeted). Returns f, g,
+    sweeps."""
+    newton_cost = 3 * max(20, min(len(a), len(b)) // 4)
     sweeps, history = 0, []
     while sweeps < max_sweeps:
         K = _plan(f, g, C, a, b, gamma)
@@ -66,11 +67,11 @@ def _scaling(f, g, C, a, b, gamma, max_sweeps, min_sweeps=20):
             err = float(np.abs(c * v - b).sum())
             v = b / c
             history.append(err)
-            if err <= FLOOR or sweeps >= max_sweeps or not np.isfinite(err):
+            if err <= floor or sweeps >= max_sweeps or not np.isfinite(err):
                 stop = True
             elif len(history) >= min_sweeps:
                 rho = (history[-1] / history[-11]) ** 0.1 if history[-11] > 0 else 0.0
-                ahead = np.log(FLOOR / err) / np.log(rho) if 0 < rho < 1 else np.inf
+                ahead = np.log(floor / err) / np.log(rho) if 0 < rho < 1 else np.inf
                 stop = ahead > newton_cost
             if stop or not np.all(np.abs(np.log(u)) < np.log(ABSORB)):
                 break
@@ -153,7 +154,7 @@ def solve_potentials(C, a, b, gamma: float, max_sweeps: int = 5000):
             g = c_transform_g(f, Cs, As, gam)
         floor = FLOOR if gam == gamma else 1e-9
         for attempt in range(3):  # more sweeps, then Newton again, if Newton stalls
-            f, g, sw = _scaling(f, g, Cs, As, Bs, gam, max_sweeps, 20 + 200 * attempt)
+            f, g, sw = _scaling(f, g, Cs, As, Bs, gam, max_sweeps, 20 + 200 * attempt, floor)
             f, g, st, err = _newton(f, g, Cs, As, Bs, gam, floor=floor)
             sweeps, steps = sweeps + sw, steps + st
             if err <= max(floor, 1e-11):
