@@ -50,6 +50,8 @@ COMMANDS: dict[str, tuple[list[str], dict[str, str]]] = {
                            "--epsilon", "3/4"], {"m": "measure.json"}),
     "tokens": (["tokens", "--instance", "{t}", "--C", "3", "--max-boxes", "200"],
                {"t": "tokens-instance.json"}),
+    "sinkhorn": (["sinkhorn", "--mu", "{m}", "--nu", "{n}", "--gamma", "1/2"],
+                 {"m": "measure.json", "n": "measure.json"}),
 }  # fmt: skip
 NO_OUT = {"check", "tokens"}  # commands that write no file
 
@@ -64,6 +66,7 @@ BAD_OPTIONS = {
     "check": [["--time-limit", "-1"], ["--memory-limit", "1"]],
     "transport-to-cube": [["--width", "1"], ["--epsilon", "0"], ["--q", "5"], ["--q", "x"]],
     "tokens": [["--C", "-1"], ["--C", "x"], ["--rel-tol", "nan"], ["--max-boxes", "0"]],
+    "sinkhorn": [["--gamma", "0"], ["--gamma", "x"], ["--q", "1/2"], ["--gamma", "1e400"]],
 }
 
 
