@@ -196,6 +196,9 @@ def test_pinned_regressions(name, example_name, path, value, tmp_path, capsys):
     max_examples=max(10, settings.default.max_examples // 5),  # a valid spec starts a cluster
 )
 @given(content=_mutated((EXAMPLES / "sweep-spec.json").read_text()))
+@example(  # a generator kind that is not a string: was a TypeError (unhashable list)
+    content=b'{"version": 1, "family": "lipschitz", "generate": [{"kind": [], "count": 1}]}'
+)
 def test_sweep_specs_never_print_a_traceback(content, tmp_path_factory, capsys):
     tmp = tmp_path_factory.mktemp("sweep")
     spec, out = tmp / "spec.json", tmp / "run"

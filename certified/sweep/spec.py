@@ -272,7 +272,7 @@ def _expand(gen: Any, field: str, fam, base: Path) -> list[tuple[dict, str | Non
     }
     if fam.chunks:
         allowed = {"chunks": {"kind", "points", "size"}}
-    if kind not in allowed:
+    if not isinstance(kind, str) or kind not in allowed:
         kinds = " or ".join(f'"{k}"' for k in allowed)
         raise SpecError(f"{field}.kind: {kind!r}; for {fam.name} use {kinds}")
     unknown = sorted(set(gen) - allowed[kind])
