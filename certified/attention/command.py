@@ -144,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
             verdict,
             path,
             seconds,
+            scope=_scope(args),
             hypothesis=v.hypothesis,
             lhs_lower=s(v.lhs_lower),
             lhs_upper=s(v.lhs_upper),
@@ -173,6 +174,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"certified lipschitz: {message}", file=sys.stderr)
         return 1
     return 0
+
+
+def _scope(args: argparse.Namespace) -> str:
+    """What a lipschitz verdict is about (the statement line says it in full)."""
+    if args.domain:
+        return f"all inputs in (B_R)^n, for the Q, K, V, R and n of {args.instance}"
+    if args.hypothesis == "H3":
+        return f"the pair of measures mu, nu of {args.instance}"
+    if args.hypothesis == "flow":
+        return f"all pairs of the points of {args.instance}"
+    return f"the input X of {args.instance} only (not the whole ball: see --domain)"
 
 
 H1_DEMO = {
