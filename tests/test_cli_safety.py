@@ -200,3 +200,27 @@ def test_weights_summing_to_one_only_up_to_rounding_name_normalize(tmp_path, nam
     exact = [Fraction(0.1), Fraction(0.1), Fraction(0.8)]
     assert weights == [w / sum(exact) for w in exact] and sum(weights) == 1
     assert check_file(out).verified
+
+
+SCOPED = {
+    "flow": ["flow", "--schedule", "schedule.json", "--points", "points.csv"],
+    "interpolate": ["interpolate", "--data", "dataset.json", "--width", "2"],
+    "wasserstein": ["wasserstein", "--mu", "measure.json", "--nu", "measure.json"],
+    "separate": ["separate", "--mu", "measure.json", "--nu", "dataset_mu.json"],
+    "lipschitz": ["lipschitz", "--instance", "attention-instance.json", "--hypothesis", "H2"],
+    "transport-to-cube": ["transport-to-cube", "--measure", "measure.json", "--width", "2",
+                          "--epsilon", "3/4"],
+    "sinkhorn": ["sinkhorn", "--mu", "measure.json", "--nu", "measure.json", "--gamma", "1/2"],
+    "tokens": ["tokens", "--instance", "tokens-instance.json", "--C", "3"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(SCOPED))
+def test_every_verdict_names_its_scope(inputs, name, capsys):
+    _copy(Path("."), "tokens-instance.json")
+    Path("dataset_mu.json").write_text(json.dumps({"points": [[0, 0], [1, 1]]}))
+    argv = [*SCOPED[name], "--json"] + ([] if name == "tokens" else ["--out", "c.json"])
+    assert main(argv) in (0, 1)
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["verdict"] in ("VERIFIED", "REFUTED", "UNDECIDED")
+    assert isinstance(payload.get("scope"), str) and len(payload["scope"]) > 10, payload

@@ -66,10 +66,16 @@ def command_json(
     return {**head, **fields}
 
 
-def measure_pair_scope(args: Any) -> str:
-    """The scope of a verdict about two measure files (``--mu``, ``--nu``, ``--normalize``)."""
-    rescaled = " (weights divided by their exact sums: --normalize)" if args.normalize else ""
-    return f"the pair of measures {args.mu}, {args.nu}{rescaled}"
+def measure_pair_scope(args: Any, gamma: Any = None) -> str:
+    """The scope of a verdict about two measure files (``--mu``, ``--nu``, ``--normalize``;
+    ``gamma``: this regularisation only)."""
+    rescaled = (
+        " (weights divided by their exact sums: --normalize)"
+        if getattr(args, "normalize", False)
+        else ""
+    )
+    at = "" if gamma is None else f", at gamma = {gamma} only"
+    return f"the pair of measures {args.mu}, {args.nu}{rescaled}{at}"
 
 
 def print_json(obj: Any, stream: Any = None) -> None:

@@ -39,7 +39,12 @@ def run(args: argparse.Namespace) -> int:
     """Run the subcommand; CertifiedError / OSError propagate to the CLI (exit 2)."""
     from certified._progress import Progress
     from certified.arith.exact import fmpq_to_str
-    from certified.certificates import command_json, print_json, write_if_accepted
+    from certified.certificates import (
+        command_json,
+        measure_pair_scope,
+        print_json,
+        write_if_accepted,
+    )
     from certified.entropic import entropic_ot, sinkhorn_divergence
     from certified.entropic.certificate import entropic_certificate
     from certified.entropic.entropic import check_gamma
@@ -64,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - t0
     if args.json:
         out = command_json(
-            "sinkhorn", verdict, path, seconds,
+            "sinkhorn", verdict, path, seconds, scope=measure_pair_scope(args, gamma),
             quantity=what, gamma=fmpq_to_str(gamma), q=fmpq_to_str(q),
             lower=fmpq_to_str(bounds.lower), upper=fmpq_to_str(bounds.upper),
             relative_gap=bounds.relative_gap, message=message,
@@ -77,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
             f"{bounds.relative_gap:.1e})"
         )
         print(f"{verdict}" + (f": certificate written to {path}" if path else f": {message}"))
+        if path is not None:
+            print(f"  scope: {measure_pair_scope(args, gamma)}")
     if path is None:
         print(f"certified sinkhorn: {message}", file=sys.stderr)
         return 1

@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
                 _overall(counts, total),
                 None,
                 seconds,
+                scope="each row: one instance, with its family's scope (no claim of the sweep's)",
                 table=str(out / "results.parquet"),
                 certificates=str(out / "certificates"),
                 counts=counts,
