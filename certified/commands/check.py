@@ -27,7 +27,7 @@ import time
 __all__ = ["DEFAULT_MEMORY_MB", "DEFAULT_TIME_LIMIT", "add_arguments", "limited_check", "run"]
 
 DEFAULT_TIME_LIMIT = 600.0  # seconds of wall-clock time per file
-DEFAULT_MEMORY_MB = 4096  # MiB of address space per file (RLIMIT_AS of the child)
+DEFAULT_MEMORY_MB = 4096  # MiB of address space a file's check may add (RLIMIT_AS of the child)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,8 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_MEMORY_MB,
         metavar="MB",
-        help=f"address-space limit per file in MiB (default {DEFAULT_MEMORY_MB}); a file over "
-        "it is REJECTED with 'resource limit'",
+        help=f"address space a file's check may add, in MiB (default {DEFAULT_MEMORY_MB}); a "
+        "file over it is REJECTED with 'resource limit'",
     )
     parser.add_argument(
         "--no-limits",
@@ -75,14 +75,30 @@ def run(args: argparse.Namespace) -> int:
     return check_paths(args.files, sys.stdout, check)
 
 
+def _address_space() -> int:
+    """Bytes of address space this process already maps (Linux ``/proc/self/status``; 0
+    elsewhere): a forked child inherits them, so the limit counts from there."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def _child(path: str, memory_mb: int, write_fd: int) -> None:
     """In the forked child: limit the address space, check, send the verdict, exit."""
     code = 0
     try:
         import resource
 
-        limit = memory_mb * 2**20
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        limit = _address_space() + memory_mb * 2**20  # what the check may add
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
         from certified.checker import check_file
 
         try:

@@ -155,8 +155,11 @@ def test_write_is_atomic_and_leaves_nothing_on_failure(tmp_path, monkeypatch):
         write_certificate(path, {**cert, "kind": "flow"})
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.json"]
-    with pytest.raises(OSError):
+    from certified.io import OutputFileError
+
+    with pytest.raises(OutputFileError, match=r"the directory .*missing-dir.* does not exist"):
         write_certificate(tmp_path / "missing-dir" / "c.json", cert)
+    assert not (tmp_path / "missing-dir").exists()
 
 
 def test_write_if_accepted_writes_only_accepted_certificates(tmp_path):
