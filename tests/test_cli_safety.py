@@ -181,7 +181,7 @@ def test_a_precision_outside_the_replayable_range_is_refused_first(inputs, prec,
     assert not Path("c.json").exists()
 
 
-@pytest.mark.parametrize("name", ["wasserstein", "separate"])
+@pytest.mark.parametrize("name", ["wasserstein", "separate", "sinkhorn"])
 def test_weights_summing_to_one_only_up_to_rounding_name_normalize(tmp_path, name, capsys):
     from fractions import Fraction
 
@@ -190,6 +190,7 @@ def test_weights_summing_to_one_only_up_to_rounding_name_normalize(tmp_path, nam
     nu = _copy(tmp_path, "measure.json")
     out = tmp_path / "c.json"
     argv = [name, "--mu", str(mu), "--nu", str(nu), "--out", str(out)]
+    argv += ["--gamma", "1/2"] if name == "sinkhorn" else []
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "not exactly 1" in err and "--normalize" in err and not out.exists()

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from certified.commands.options import add_measure_pair_arguments
 from certified.verdict import Outcome
 
 __all__ = ["add_arguments", "demo_check", "run"]
@@ -20,8 +21,7 @@ __all__ = ["add_arguments", "demo_check", "run"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``certified sinkhorn`` (name and help: the command registry)."""
-    parser.add_argument("--mu", type=Path, required=True, help='measure JSON {"points", "weights"}')
-    parser.add_argument("--nu", type=Path, required=True, help="second measure, same dimension")
+    add_measure_pair_arguments(parser)
     parser.add_argument(
         "--gamma", required=True, help="regularisation gamma > 0, exact (1, 0.1, 1/100, ...)"
     )
@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     gamma, q = check_gamma(args.gamma), _check_q(args.q)
-    mu = Measure.from_file(args.mu)
-    nu = Measure.from_file(args.nu)
+    mu = Measure.from_file(args.mu, normalize=args.normalize)
+    nu = Measure.from_file(args.nu, normalize=args.normalize)
     what = "S_gamma" if args.divergence else "OT_gamma"
     progress = Progress("sinkhorn")
     with progress.stage(f"bounding {what} ({mu.n} x {nu.n} atoms, gamma = {gamma})"):

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from certified.commands.options import add_measure_pair_arguments
 from certified.verdict import Outcome
 
 __all__ = ["PTE_DEMO", "add_arguments", "demo_check", "run"]
@@ -21,14 +22,7 @@ __all__ = ["PTE_DEMO", "add_arguments", "demo_check", "run"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``certified separate`` (name and help: the command registry)."""
-    parser.add_argument("--mu", type=Path, required=True, help='measure JSON {"points", "weights"}')
-    parser.add_argument("--nu", type=Path, required=True, help="second measure, same dimension")
-    parser.add_argument(
-        "--normalize",
-        action="store_true",
-        help="divide each measure's weights exactly by their sum (for weights that sum to 1 "
-        "only up to rounding); the certificate is about the rescaled measures",
-    )
+    add_measure_pair_arguments(parser)
     parser.add_argument("--out", type=Path, required=True, help="certificate file to write")
     parser.add_argument("--max-prec", type=int, default=4096, help="largest precision, bits")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from certified.commands.options import add_measure_pair_arguments
 from certified.verdict import Outcome
 
 __all__ = ["add_arguments", "demo_check", "run"]
@@ -19,14 +20,7 @@ __all__ = ["add_arguments", "demo_check", "run"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``certified wasserstein`` (name and help: the command registry)."""
-    parser.add_argument("--mu", type=Path, required=True, help='measure JSON {"points", "weights"}')
-    parser.add_argument("--nu", type=Path, required=True, help="second measure, same dimension")
-    parser.add_argument(
-        "--normalize",
-        action="store_true",
-        help="divide each measure's weights exactly by their sum (for weights that sum to 1 "
-        "only up to rounding); the certificate is about the rescaled measures",
-    )
+    add_measure_pair_arguments(parser)
     parser.add_argument(
         "--q", default="2", help="exponent q >= 1, exact (2, 1, 3/2, ...); default 2"
     )
