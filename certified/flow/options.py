@@ -94,17 +94,24 @@ class Balls:
     radii: Any
 
 
-@dataclass(frozen=True)
 class InitialSets:
-    """Initial sets as exact boxes ``[lo, hi]`` (points have lo == hi) and their float64
-    Lohner form ``c + I r``."""
+    """Initial sets as exact boxes ``[lo, hi]`` (points have lo == hi; (N, d) object arrays
+    of fmpq, converted on first use when the points are doubles, which are exact already)
+    and their float64 Lohner form ``c + I r``."""
 
-    lo: np.ndarray  # (N, d) object array of fmpq
-    hi: np.ndarray
-    points: bool
-    c: np.ndarray  # (N, d) doubles
-    rl: np.ndarray
-    rh: np.ndarray
+    def __init__(self, lo, hi, points: bool, c, rl, rh) -> None:
+        self._lo, self._hi = lo, hi
+        self.points, self.c, self.rl, self.rh = points, c, rl, rh
+
+    @property
+    def lo(self) -> np.ndarray:
+        if self._lo is None:  # doubles: c is the point exactly
+            self._lo = self._hi = to_fmpq_array(self.c, "X0")
+        return self._lo
+
+    @property
+    def hi(self) -> np.ndarray:
+        return self.lo if self._hi is None else self._hi
 
 
 def initial_set(X0: Any, d: int) -> InitialSets:
@@ -116,6 +123,11 @@ def initial_set(X0: Any, d: int) -> InitialSets:
     from certified.arith.exact import fmpq_array_to_float
 
     points = not isinstance(X0, (Interval, Balls))
+    if points and isinstance(X0, np.ndarray) and X0.dtype == np.float64:
+        if X0.ndim == 2 and X0.shape[1] == d and X0.shape[0] and np.all(np.isfinite(X0)):
+            c = np.array(X0, dtype=np.float64, order="C")  # doubles are exact: no conversion
+            z = np.zeros_like(c)
+            return InitialSets(None, None, True, c, z, z.copy())
     if isinstance(X0, Interval):
         lo, hi = to_fmpq_array(X0.lo, "X0"), to_fmpq_array(X0.hi, "X0")
     elif isinstance(X0, Balls):

@@ -453,8 +453,8 @@ def test_mutation_jacobian_without_remainder_is_caught(monkeypatch):
 
 
 def test_a_priori_failure_is_reported_not_guessed(monkeypatch):
-    def never(jets, j, X, h, halfwidth):
-        return X, np.zeros(X.shape[0], dtype=bool)
+    def never(jets, j, X, h, halfwidth, at):
+        return X, np.zeros(X.shape[0], dtype=bool), None, None
 
     monkeypatch.setattr(LO, "_apriori", never)
     res = _jacobian([[[1.0]]], [[[1.0]]], [[0.0]], [1], _box([0.0], 0.0), max_step=1)

@@ -88,7 +88,7 @@ def test_mutation_a_priori_box_is_the_start_set_is_caught(monkeypatch):
     """The a priori box replaced by the start set (no Picard inflation): the remainder is then
     evaluated where the trajectory starts, not where it goes."""
     monkeypatch.setattr(
-        LO, "_apriori", lambda jets, j, X, h, hw: (X, np.ones(X.shape[0], dtype=bool))
+        LO, "_apriori", lambda jets, j, X, h, hw, at: (X, np.ones(X.shape[0], bool), None, None)
     )
     assert _misses() > 0
 
@@ -103,10 +103,10 @@ def test_mutation_a_priori_box_shrunk_is_caught(monkeypatch, shrink):
     must contain the trajectory at the ends of the steps."""
     original = LO._apriori
 
-    def shrunk(jets, j, X, h, hw):
-        B, good = original(jets, j, X, h, hw)
+    def shrunk(jets, j, X, h, hw, at):
+        B, good, Df, st = original(jets, j, X, h, hw, at)
         m, w = 0.5 * (B.lo + B.hi), (0.5 - shrink / 2) * (B.hi - B.lo)
-        return Interval(m - w, m + w), good
+        return Interval(m - w, m + w), good, Df, st
 
     monkeypatch.setattr(LO, "_apriori", shrunk)
     assert _misses(tube=True) > 0

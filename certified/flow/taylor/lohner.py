@@ -85,7 +85,17 @@ def _poly(lo: np.ndarray, hi: np.ndarray, h: Interval) -> Interval:
     return Interval(out_lo.reshape(shape), out_hi.reshape(shape))
 
 
-def _apriori(jets, j, X: Interval, h: Interval, halfwidth: float):
+def _apriori(jets, j, X: Interval, h: Interval, halfwidth, at):
+    """A box B with X + [0, h] f(B) inside B for every set (``good`` False where not found),
+    and, when the one-call guess validated it, Df(B) and its status (else None, None). B keeps
+    a margin so that the checker's ball arithmetic also validates it."""
+    guess = _apriori_guess(jets, j, X, h, halfwidth, at)
+    if guess is not None:
+        return guess[0], np.ones(X.shape[0], dtype=bool), guess[1], guess[2]
+    return (*_apriori_inflate(jets, j, X, h, halfwidth), None, None)
+
+
+def _apriori_inflate(jets, j, X: Interval, h: Interval, halfwidth):
     """A box B with X + [0, h] f(B) inside B for every set (None where not found), by
     inflation; B keeps a margin so that the checker's ball arithmetic also validates it."""
     zero_h = Interval(np.zeros_like(h.lo), h.hi)
@@ -115,7 +125,40 @@ def _apriori(jets, j, X: Interval, h: Interval, halfwidth: float):
     return B, good
 
 
-def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m: int, at, tol: float):
+def _apriori_guess(jets, j, X: Interval, h: Interval, halfwidth, at):
+    """A priori boxes in few calls for the common case: B = X + [0, h] f(centre), widened by a
+    quarter of its largest width, validated over B by order-1 calls with identity seeds, which
+    also give Df(B) for the variational bound; sets that fail are widened to their image and
+    tried again (twice). None unless every set validates with the margin that
+    :func:`_apriori` leaves (then the caller takes the inflation loop)."""
+    n, d = X.shape
+    zero_h = Interval(np.zeros_like(h.lo), h.hi)
+    T = X + zero_h * Interval(at[0][1, :, :, 0], at[1][1, :, :, 0])
+    w = np.max(T.width_upper(), axis=1, keepdims=True) * 0.25 + halfwidth
+    Bl, Bh = T.lo - w, T.hi + w
+    Dl, Dh = np.empty((n, d, d)), np.empty((n, d, d))
+    todo = np.arange(n)
+    for _ in range(3):
+        eye = np.broadcast_to(np.eye(d), (todo.size, d, d))
+        dlo, dhi, st = jets(j, Bl[todo], Bh[todo], 1, eye, eye)
+        Xs, hs = Interval(X.lo[todo], X.hi[todo]), Interval(zero_h.lo[todo], zero_h.hi[todo])
+        T = Xs + hs * Interval(dlo[1, :, :, 0], dhi[1, :, :, 0])
+        margin = T.width_upper() * 0.05 + halfwidth[todo]
+        ok = np.all((T.lo - margin >= Bl[todo]) & (T.hi + margin <= Bh[todo]), axis=1)
+        ok &= st == 0
+        Dl[todo[ok]], Dh[todo[ok]] = dlo[1, ok, :, 1:], dhi[1, ok, :, 1:]
+        bad = ~ok
+        if not bad.any():
+            return Interval(Bl, Bh), Interval(Dl, Dh), np.zeros(n, dtype=np.int64)
+        grow = np.max(T.width_upper()[bad], axis=1, keepdims=True) * 0.25 + margin[bad]
+        idx = todo[bad]
+        Bl[idx] = np.minimum(Bl[idx], T.lo[bad] - grow)
+        Bh[idx] = np.maximum(Bh[idx], T.hi[bad] + grow)
+        todo = idx
+    return None
+
+
+def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m: int, at, tol: float, adapt: bool):
     """One step for every set; None if the a priori enclosure fails for some set (the caller
     halves h), else the new state, the a priori boxes and the failed-update mask."""
     n, d = c.shape
@@ -126,7 +169,7 @@ def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m: int, at, tol: float):
     LK.hull(c, C, np.minimum(rl, 0.0), np.maximum(rh, 0.0), xl, xh)
     X = Interval(xl, xh)
     scale = 1e-12 * (1.0 + np.abs(c)) + 1e-300
-    B, good = _apriori(jets, j, X, H, scale)
+    B, good, Df, st3 = _apriori(jets, j, X, H, scale, at)
     if not np.all(good):
         return None, np.flatnonzero(~good)
     at_lo, at_hi, st1 = at
@@ -143,13 +186,16 @@ def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m: int, at, tol: float):
     coef_hi = np.concatenate([at_hi[1:K, :, :, 0], rem_hi[K : K + 1, :, :, 0]])
     inc = _poly(coef_lo, coef_hi, H) * H
     eye = np.broadcast_to(np.eye(d), (n, d, d))
-    dlo, dhi, st3 = jets(j, B.lo, B.hi, 1, eye, eye)
-    Df = Interval(dlo[1, :, :, 1:], dhi[1, :, :, 1:])
+    if Df is None:
+        dlo, dhi, st3 = jets(j, B.lo, B.hi, 1, eye, eye)
+        Df = Interval(dlo[1, :, :, 1:], dhi[1, :, :, 1:])
     L = np.max(np.sum(np.maximum(np.abs(Df.lo), np.abs(Df.hi)), axis=2), axis=1)
     blown = ~np.isfinite(L) | (L * hh > 700)  # an a priori box too wide to bound V on
     L = np.where(blown, 0.0, L)
     e = iv.expm1(Interval(L) * Interval(np.full(n, hh))).hi
     e3 = np.broadcast_to(e[:, None, None], (n, d, d))
+    if adapt:
+        m = _variational_order(m, L * hh, e, C, rl, rh, c, tol)
     vlo, vhi, st4 = jets(j, B.lo, B.hi, m, eye - e3, eye + e3)
     xlo, xhi, st5 = jets(j, X.lo, X.hi, m - 1, eye, eye)
     Hd = Interval(np.full((n, d, d), hl), np.full((n, d, d), hh))
@@ -183,6 +229,22 @@ def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m: int, at, tol: float):
     return (c2, C2, rl2, rh2, B, J, allowed), np.flatnonzero(failed)
 
 
+def _variational_order(m: int, Lh: np.ndarray, e: np.ndarray, C, rl, rh, c, tol: float) -> int:
+    """The order (at most m) of the variational series for this step, by a heuristic that
+    only changes tightness and cost (any order is sound, proofs/bounds.md#variational): the
+    truncation term, estimated as (L h)^k / k! (1 + e), is to stay below 1e-3 (so that the
+    width of J barely compounds over steps) and, times the set's radius |C r|, below the step
+    tolerance. Points (radius ~ rounding) get low orders; boxes keep high ones."""
+    radius = np.max(np.sum(np.abs(C) * np.maximum(np.abs(rl), np.abs(rh))[:, None, :], axis=2), 1)
+    target = abs(tol) * np.maximum(1.0, np.max(np.abs(c), axis=1))
+    theta = np.ones_like(Lh) * (1.0 + e)
+    for k in range(1, m):
+        theta = theta * Lh / k
+        if k >= 2 and np.all(theta <= 1e-3) and np.all(theta * radius <= target):
+            return k
+    return m
+
+
 class _FloatSets:
     """All sets advanced together in float64 interval arithmetic (compiled kernels)."""
 
@@ -203,7 +265,18 @@ class _FloatSets:
 
     def try_step(self, j: int, h: flint.fmpq, tol):
         res, info = _step(
-            self.jets, j, self.c, self.C, self.rl, self.rh, h, self.K, self.m, self.at, tol
+            self.jets,
+            j,
+            self.c,
+            self.C,
+            self.rl,
+            self.rh,
+            h,
+            self.K,
+            self.m,
+            self.at,
+            tol,
+            self.P is None,
         )
         if res == "shrink":
             return "shrink", info
