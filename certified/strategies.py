@@ -1,5 +1,5 @@
-"""Public hypothesis strategies: datasets, near-degenerate datasets, schedules, measures and
-expression fields.
+"""Public hypothesis strategies: datasets, near-degenerate datasets, schedules, measures,
+attention inputs and expression fields.
 
 These strategies generate the inputs the theorems of ``certified`` are about, for property tests
 in your own test suite. They need ``hypothesis`` (a test dependency, ``pip install
@@ -36,7 +36,9 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "ATTENTION_RADII",
     "LAYOUTS",
+    "attention_inputs",
     "datasets",
     "doubles",
     "expression_fields",
@@ -405,6 +407,81 @@ def measures(n: Any = (1, 12), d: Any = (1, 4), *, extreme: bool = False) -> Any
         raw = [draw(st.integers(1, 1000)) for _ in range(N)]
         total = sum(raw)
         return Measure(pts, [f"{r}/{total}" for r in raw])
+
+    return build()
+
+
+ATTENTION_RADII = ("1/2", "1", "2")
+"""Radii R that :func:`attention_inputs` draws from."""
+
+
+def attention_inputs(
+    n: Any = (1, 5), d: Any = (1, 3), k: Any = (1, 3), *, measures: bool = False
+) -> Any:
+    """Attention instances in the input-file format, with exactly the sizes drawn from the
+    given ranges: ``{"Q": k×d, "K": k×d, "V": d×d, "R": r, "X": n×d}``, or with
+    ``measures=True`` two measures ``"mu"``, ``"nu"`` of n atoms each (``{"points",
+    "weights"}``) instead of ``"X"``.
+
+    Every number is an exact string: entries of Q, K, V are ``p/q`` with ``q <= 8`` and
+    ``|p/q| <= 2``; R is one of :data:`ATTENTION_RADII`; a token or an atom is ``(R / 2^m) e``
+    with ``e`` in the same grid with ``|e_j| <= 1`` and ``2^m >= sqrt(d)``, hence inside the
+    closed ball of radius R; weights are ``w_j / sum(w)`` with integers ``w_j`` in [1, 8].
+    Unlike :func:`certified.attention.strategies.attention_instances` (sizes up to a maximum,
+    entries through a filter), every draw is a plain bounded integer, so a byte stream drives
+    it without rejections (``certified sweep`` draws its attention instances from this).
+
+    Examples
+    --------
+    >>> from certified.strategies import attention_inputs
+    >>> s = attention_inputs(n=4, d=2, k=2)                 # H1 / H2: a point cloud X
+    >>> s3 = attention_inputs(n=(2, 6), d=3, measures=True)  # H3: two measures
+
+    Guarantee: none (generator); every instance is valid for
+    :func:`certified.attention.parse_attention_instance` (tokens and atoms in the closed ball
+    of radius R, weights positive exact rationals summing to exactly 1).
+    """
+    st = _st()
+    from fractions import Fraction
+
+    n_lo, n_hi = _range(n, "n", 1)
+    d_lo, d_hi = _range(d, "d", 1)
+    k_lo, k_hi = _range(k, "k", 1)
+
+    # built once: st.integers(...) inside the draw loop costs a strategy-cache lookup per entry
+    small = st.integers(1, 8)
+    numerators = {(b, q): st.integers(-b * q, b * q) for b in (1, 2) for q in range(1, 9)}
+    sizes = [st.integers(lo, hi) for lo, hi in ((n_lo, n_hi), (d_lo, d_hi), (k_lo, k_hi))]
+
+    @st.composite
+    def build(draw: Any) -> dict[str, Any]:
+        N, D, K = (draw(s) for s in sizes)
+
+        def entry(bound: int) -> Fraction:
+            q = draw(small)
+            return Fraction(draw(numerators[bound, q]), q)
+
+        def matrix(rows: int, bound: int, scale: Fraction = Fraction(1)) -> list[list[str]]:
+            return [[str(entry(bound) * scale) for _ in range(D)] for _ in range(rows)]
+
+        R = Fraction(draw(st.sampled_from(ATTENTION_RADII)))
+        shrink = 1
+        while shrink * shrink < D:  # |e|_2 <= sqrt(D) <= 2^m: the token is in the ball
+            shrink *= 2
+        obj: dict[str, Any] = {
+            "Q": matrix(K, 2),
+            "K": matrix(K, 2),
+            "V": matrix(D, 2),
+            "R": str(R),
+        }
+        if not measures:
+            obj["X"] = matrix(N, 1, R / shrink)
+            return obj
+        for name in ("mu", "nu"):
+            points = matrix(N, 1, R / shrink)
+            raw = [draw(small) for _ in range(N)]
+            obj[name] = {"points": points, "weights": [str(Fraction(w, sum(raw))) for w in raw]}
+        return obj
 
     return build()
 

@@ -7,18 +7,20 @@ they mirror: they call the family's public API, never the checker's private name
 certificate they return is written only after the checker accepts its bytes
 (:mod:`certified.sweep.tasks`).
 
-Random data is drawn from ``numpy.random.default_rng(seed)`` with the instance's own seed, as
-exact dyadic rationals or binary64 doubles read exactly, so an instance is the same on every
-worker and every run.
+The data of a generated (grid or random) instance are the example that a public strategy of
+:mod:`certified.strategies` gives for the instance's own seed (:func:`certified.sweep.draw.
+draw_example`: Hypothesis's ``fuzz_one_input`` driven by a SHAKE-256 byte stream), so an
+instance is the same on every worker and every run with the Hypothesis version its
+``hypothesis`` parameter records: interpolation ``datasets`` (or ``near_degenerate_datasets``),
+attention ``attention_inputs``, Wasserstein and separation two ``measures``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
-
-import numpy as np
 
 from certified.errors import InputError
 from certified.sweep.spec import SpecError
@@ -45,10 +47,13 @@ class Result:
 class SweepFamily:
     """A family's sweep adapter.
 
-    ``params``: instance parameter -> inclusive integer range (every instance also has a
-    ``seed``); ``options``: option -> (default, validator); ``run(params, path, statement,
-    options) -> Result`` (``path``: the file of a file instance, else None); ``example``: the
-    commented TOML spec ``certified sweep init`` prints."""
+    ``params``: instance parameter -> inclusive integer range (every generated instance also
+    has a ``seed`` and the ``hypothesis`` version that draws its data); ``options``: option ->
+    (default, validator); ``run(params, path, statement, options) -> Result`` (``path``: the
+    file of a file instance, else None); ``example``: the commented TOML spec ``certified
+    sweep init`` prints; ``drawn``: ``(size, limit, what)``, the number of values
+    ``size(params, statement)`` a generated instance draws, at most ``limit`` (Hypothesis
+    draws examples of at most 8 KiB of choices), described as ``what`` in the refusal."""
 
     name: str
     statements: tuple[str, ...]
@@ -60,6 +65,20 @@ class SweepFamily:
     reads_files: bool = True
     chunks: bool = False  # the "chunks" generator: row ranges of one .npz points file
     base_options: tuple[str, ...] = ()  # validators called as check(value, spec directory)
+    drawn: tuple[Callable[[Mapping[str, int], Any], int], int, str] | None = None
+
+    def check_drawn(self, params: Mapping[str, int], statement: Any, field: str) -> None:
+        """Refuse (SpecError) generated instances too large for Hypothesis to draw."""
+        if self.drawn is None:
+            return
+        size, limit, what = self.drawn
+        if size(params, statement) > limit:
+            values = ", ".join(f"{k} = {v}" for k, v in sorted(params.items()))
+            raise SpecError(
+                f"{field}: {values} draws {size(params, statement)} values; generated "
+                f"{self.name} instances draw at most {limit} ({what}: Hypothesis draws "
+                "examples of at most 8 KiB); use smaller sizes, or file instances"
+            )
 
     def check_options(
         self, options: Mapping[str, Any], statement: str | None, base: Any = "."
@@ -145,6 +164,20 @@ def _f(q: Any) -> float | None:
     return None if q is None else float(q)
 
 
+def _drawn(strategy: Any, params: Mapping[str, Any], what: str) -> Any:
+    """The example of ``strategy`` for the instance's seed, drawn by the Hypothesis version
+    that its key records (another version may draw other data: the task fails, no row)."""
+    from certified.sweep.draw import draw_example, hypothesis_version
+
+    here = hypothesis_version()
+    if params.get("hypothesis") != here:
+        raise RuntimeError(
+            f"this instance was generated for hypothesis {params.get('hypothesis')}, which "
+            f"draws its data; this worker has {here}: install the same version everywhere"
+        )
+    return draw_example(strategy, params["seed"], what=what)
+
+
 # --- interpolation ------------------------------------------------------------------------------
 
 
@@ -159,8 +192,8 @@ def _run_interpolation(params, path, statement, options) -> Result:
         X, Y = read_dataset(path)
         p = params.get("p", options["width"])
     else:
-        rng = np.random.default_rng(params["seed"])
-        X, Y = rng.random((params["N"], params["d"])), rng.random((params["N"], params["d"]))
+        strategy = _dataset_strategy(params["N"], params["d"], options["layout"])
+        X, Y = _drawn(strategy, params, f"dataset N = {params['N']}, d = {params['d']}")
         p = params["p"]
     interp = construct_interpolation(X, Y, p, time=options["time"], variant=options["variant"])
     verdict = verify_interpolation(interp.X, interp.Y, interp.schedule)
@@ -178,6 +211,26 @@ def _run_interpolation(params, path, statement, options) -> Result:
     return Result(Outcome.VERIFIED, cert, "", columns)
 
 
+@lru_cache(maxsize=256)
+def _dataset_strategy(N: int, d: int, layout: str) -> Any:
+    from certified.strategies import datasets, near_degenerate_datasets
+
+    if layout == "near_degenerate":
+        if N < 2:
+            raise InputError("layout near_degenerate: N = 1; it needs N >= 2 points")
+        return near_degenerate_datasets(n=N, d=d)
+    return datasets(n=N, d=d, layout=layout)
+
+
+def _layout(value: Any) -> str:
+    from certified.strategies import LAYOUTS
+
+    allowed = (*LAYOUTS, "any", "near_degenerate")
+    if value not in allowed:
+        raise InputError(f"{value!r}; use one of {', '.join(allowed)}")
+    return value
+
+
 INTERPOLATE = SweepFamily(
     name="interpolate",
     statements=(),
@@ -187,18 +240,24 @@ INTERPOLATE = SweepFamily(
         "time": ("1", _exact_string),
         "variant": ("auto", _choice("auto", "general", "high-dim")),
         "width": (2, _width),
+        "layout": ("random", _layout),
     },
     run=_run_interpolation,
+    drawn=(lambda p, s: 2 * p["N"] * p["d"], 600, "2 N d coordinates"),
     example="""\
 # certified sweep spec: exact interpolation of N random pairs in R^d by a ReLU neural ODE of
-# width p (theorem A: L = 2 ceil(N/p) - 1 switches); one certificate per instance.
+# width p (theorem A: L = 2 ceil(N/p) - 1 switches); one certificate per instance. Datasets
+# are drawn from certified.strategies.datasets (2 N d <= 600 coordinates).
 version = 1
 family = "interpolate"
 
-[options]                # part of every instance's key
+[options]                # part of every instance's key (except time_budget)
 time = "1"               # final time T, exact
 variant = "auto"         # auto | general | high-dim
 width = 2                # p for file instances (grid / random give p themselves)
+layout = "random"        # datasets layout: random | any | collinear | lattice | repeated |
+                         # last_bit | mixed | near_degenerate
+# time_budget = 60       # seconds per instance; beyond: UNDECIDED, no certificate
 
 [run]                    # not part of the keys
 retries = 2              # Dask retries of a task whose worker died
@@ -228,30 +287,27 @@ grid = { N = [4, 8, 16, 32], d = [2, 3], p = [1, 2, 4] }
 # --- attention Lipschitz hypotheses ---------------------------------------------------------------
 
 
-def _fractions(a: np.ndarray, den: int) -> list[list[str]]:
-    return [[f"{int(v)}/{den}" for v in row] for row in a]
+@lru_cache(maxsize=256)
+def _attention_strategy(n: int, d: int, k: int, measures: bool) -> Any:
+    from certified.strategies import attention_inputs
+
+    return attention_inputs(n=n, d=d, k=k, measures=measures)
 
 
-def attention_instance_json(params: Mapping[str, int], statement: str) -> dict[str, Any]:
-    """The random attention instance of ``params`` (n, d, k, seed): Q, K, V with entries in
-    {-1, -3/4, ..., 1}, R = 1, and points with coordinates in multiples of 1/(8d) of absolute
-    value <= 1/(2d) (inside the unit ball); H3: two uniform measures of n atoms.
+def attention_instance_json(params: Mapping[str, Any], statement: str) -> dict[str, Any]:
+    """The generated attention instance of ``params`` (n, d, k, seed, hypothesis): the example
+    of :func:`certified.strategies.attention_inputs` with exactly these sizes for the seed (H3:
+    two measures of n atoms instead of the points X).
 
-    Guarantee: exact (dyadic data; the same params give the same instance)."""
+    Guarantee: exact (the same params give the same instance)."""
     n, d, k = params["n"], params["d"], params["k"]
-    rng = np.random.default_rng(params["seed"])
-    obj: dict[str, Any] = {
-        "Q": _fractions(rng.integers(-4, 5, (k, d)), 4),
-        "K": _fractions(rng.integers(-4, 5, (k, d)), 4),
-        "V": _fractions(rng.integers(-4, 5, (d, d)), 4),
-        "R": 1,
-    }
-    if statement == "H3":
-        for name in ("mu", "nu"):
-            obj[name] = {"points": _fractions(rng.integers(-4, 5, (n, d)), 8 * d)}
-    else:
-        obj["X"] = _fractions(rng.integers(-4, 5, (n, d)), 8 * d)
-    return obj
+    strategy = _attention_strategy(n, d, k, statement == "H3")
+    return _drawn(strategy, params, f"attention instance n = {n}, d = {d}, k = {k}")
+
+
+def _attention_values(p: Mapping[str, int], statement: Any) -> int:
+    n, d, k = p["n"], p["d"], p["k"]
+    return 2 * k * d + d * d + (2 * n * (d + 1) if statement == "H3" else n * d)
 
 
 def _run_lipschitz(params, path, statement, options) -> Result:
@@ -296,16 +352,19 @@ LIPSCHITZ = SweepFamily(
     defaults={"d": 2, "k": 2},
     options={"prec": (128, _prec)},
     run=_run_lipschitz,
+    drawn=(_attention_values, 1800, "entries of Q, K, V and of the points"),
     example="""\
-# certified sweep spec: the attention Lipschitz hypothesis H2 (or H1, H3) on random instances:
-# Q, K, V with entries in {-1, -3/4, ..., 1}, R = 1, n points (H3: two measures of n atoms) in
-# the unit ball of R^d; one certificate per decided instance (VERIFIED or REFUTED).
+# certified sweep spec: the attention Lipschitz hypothesis H2 (or H1, H3) on random instances
+# drawn from certified.strategies.attention_inputs: Q, K, V with entries p/q (q <= 8, |p/q| <=
+# 2), R in {1/2, 1, 2}, n points (H3: two measures of n atoms) in the ball of radius R in R^d;
+# one certificate per decided instance (VERIFIED or REFUTED).
 version = 1
 family = "lipschitz"
 statement = "H2"         # H1 | H2 | H3
 
-[options]                # part of every instance's key
+[options]                # part of every instance's key (except time_budget)
 prec = 128               # working precision in bits
+# time_budget = 60       # seconds per instance; beyond: UNDECIDED, no certificate
 
 [run]                    # not part of the keys
 retries = 2
@@ -333,14 +392,21 @@ k = 2
 # --- Wasserstein bounds and moment separation (random instances) ---------------------------------
 
 
+@lru_cache(maxsize=256)
+def _measure_pair(n: int, m: int, d: int) -> Any:
+    from hypothesis import strategies as st
+
+    from certified.strategies import measures
+
+    return st.tuples(measures(n=n, d=d), measures(n=m, d=d))
+
+
 def _run_wasserstein(params, path, statement, options) -> Result:
     from certified.transport.certificate import wasserstein_certificate
-    from certified.transport.measure import Measure
     from certified.transport.wasserstein import wasserstein
 
-    rng = np.random.default_rng(params["seed"])
-    mu = Measure(rng.standard_normal((params["n"], params["d"])))
-    nu = Measure(rng.standard_normal((params["m"], params["d"])) + 0.5)
+    n, m, d = params["n"], params["m"], params["d"]
+    mu, nu = _drawn(_measure_pair(n, m, d), params, f"measures n = {n}, m = {m}, d = {d}")
     e = wasserstein(mu, nu, options["q"])
     columns = {
         "lower": _s(e.lower),
@@ -361,9 +427,15 @@ WASSERSTEIN = SweepFamily(
     options={"q": (2, _q_int)},
     run=_run_wasserstein,
     reads_files=False,
+    drawn=(
+        lambda p, s: (p["n"] + p["m"]) * (p["d"] + 1),
+        1200,
+        "(n + m)(d + 1) coordinates and weights",
+    ),
     example="""\
-# certified sweep spec: certified two-sided bounds on W_q between mu (n standard normal
-# points in R^d, uniform) and nu (m points, shifted by 0.5), one certificate per instance.
+# certified sweep spec: certified two-sided bounds on W_q between two measures of n and m
+# atoms in R^d drawn from certified.strategies.measures (exact weights), one certificate per
+# instance.
 version = 1
 family = "wasserstein"
 
@@ -381,13 +453,9 @@ grid = { n = [10, 20, 40], m = [10, 20, 40], d = [2] }
 def _run_separate(params, path, statement, options) -> Result:
     from certified.moments.separation import separation_witness
 
-    rng = np.random.default_rng(params["seed"])
     n, d = params["n"], params["d"]
-    mu = [[f"{int(v)}/4" for v in row] for row in rng.integers(-4, 5, (n, d))]
-    nu = [[f"{int(v)}/4" for v in row] for row in rng.integers(-4, 5, (n, d))]
-    from certified.arith.exact import to_fmpq_array
-
-    result = separation_witness((to_fmpq_array(mu), None), (to_fmpq_array(nu), None))
+    mu, nu = _drawn(_measure_pair(n, n, d), params, f"measures n = {n}, d = {d}")
+    result = separation_witness((mu.points, mu.weights), (nu.points, nu.weights))
     w = result.witness
     columns = {
         "first_differing_moment": result.first_differing_moment,
@@ -408,9 +476,10 @@ SEPARATE = SweepFamily(
     options={},
     run=_run_separate,
     reads_files=False,
+    drawn=(lambda p, s: 2 * p["n"] * (p["d"] + 1), 1200, "2 n (d + 1) coordinates and weights"),
     example="""\
-# certified sweep spec: separation witnesses of two random uniform measures of n atoms with
-# coordinates in {-1, -3/4, ..., 1} (REFUTED when the measures are equal).
+# certified sweep spec: separation witnesses of two measures of n atoms in R^d drawn from
+# certified.strategies.measures (exact weights; REFUTED when the measures are equal).
 version = 1
 family = "separate"
 

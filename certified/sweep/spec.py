@@ -8,6 +8,7 @@ A spec is a JSON or TOML file (``tomllib``), or the same structure as a dict::
     out = "runs/h2"             # optional: where results go (``--out`` wins)
     [options]                   # per instance, part of every key (prec, time, q, ...)
     prec = 128
+    time_budget = 60            # seconds per instance (not part of the keys)
     [run]                       # how to run, not part of any key
     batch = 16                  # instances per Dask task (default: automatic)
     retries = 2                 # Dask retries of a task whose worker died
@@ -18,14 +19,16 @@ A spec is a JSON or TOML file (``tomllib``), or the same structure as a dict::
     n = [2, 6]                  # an inclusive integer range, or a fixed integer
     d = 2
 
-Every instance is a small JSON object of parameters (with its own ``seed`` for the random
-data the family builds from it), keyed by the SHA-256 of the canonical JSON of
-``{"spec": core, "instance": params}``, where ``core`` is the version, family, statement and
-options: what decides an instance's result. Generators, output and run settings are not in
-the key, so growing a grid or adding a generator keeps the keys of the instances already done.
+Every instance is a small JSON object of parameters, keyed by the SHA-256 of the canonical
+JSON of ``{"spec": core, "instance": params}``, where ``core`` is the version, family,
+statement and options (but ``time_budget``): what decides an instance's result. A generated
+(grid or random) instance has its own ``seed`` and the ``hypothesis`` version: the family
+draws its data from a strategy of :mod:`certified.strategies` with them
+(:mod:`certified.sweep.draw`). Generators, output and run settings are not in the key, so
+growing a grid or adding a generator keeps the keys of the instances already done.
 
-Standard library and numpy only (no Dask, pandas or pyarrow: bad specs are refused before
-any of them is imported).
+Standard library only (no Dask, pandas, pyarrow, nor hypothesis: bad specs are refused
+before any of them is imported).
 """
 
 from __future__ import annotations
@@ -34,14 +37,13 @@ import glob
 import hashlib
 import itertools
 import json
+import math
 import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from certified.errors import InputError
 
@@ -59,6 +61,7 @@ SPEC_VERSION = 1
 MAX_INSTANCES = 10_000_000
 _TOP = {"version", "family", "statement", "options", "generate", "run", "out"}
 _RUN = {"batch", "retries"}
+MAX_TIME_BUDGET = 1_000_000  # seconds (11.6 days): larger is a typo, or no budget at all
 
 
 class SpecError(InputError):
@@ -114,6 +117,62 @@ def _seed(params: Mapping[str, Any], *salt: Any) -> int:
     return int.from_bytes(hashlib.sha256(text.encode("ascii")).digest()[:7], "big")
 
 
+class _Shake:
+    """Uniform integers from SHAKE-256 of a text, by rejection sampling: a function of the
+    text alone (no library's random stream, whose algorithm may change between versions)."""
+
+    def __init__(self, text: str) -> None:
+        self._xof = hashlib.shake_256(text.encode("ascii"))
+        self._pos = 0
+        self._buf = b""
+
+    def _bytes(self, n: int) -> bytes:
+        if self._pos + n > len(self._buf):  # a longer digest extends the shorter one
+            self._buf = self._xof.digest(2 * (self._pos + n) + 64)
+        out = self._buf[self._pos : self._pos + n]
+        self._pos += n
+        return out
+
+    def integer(self, lo: int, hi: int) -> int:
+        span = hi - lo + 1
+        bits = (span - 1).bit_length()
+        while True:
+            v = int.from_bytes(self._bytes((bits + 7) // 8), "big") & ((1 << bits) - 1)
+            if v < span:
+                return lo + v
+
+
+def time_budget(value: Any) -> float | None:
+    """A validated per-instance time budget in seconds (None: no budget).
+
+    Raises
+    ------
+    SpecError
+        Not a number, not finite, not > 0, above :data:`MAX_TIME_BUDGET`, or no ``os.fork``
+        on this platform (the budget runs instances in a forked child process).
+
+    Guarantee: exact."""
+    field = "options.time_budget"
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(
+            f"{field}: {value!r} is not a number of seconds; write e.g. time_budget = 60"
+        )
+    if not math.isfinite(value):
+        raise SpecError(
+            f"{field}: {value!r} is not a finite number of seconds; omit it for no budget"
+        )
+    if not 0 < value <= MAX_TIME_BUDGET:
+        raise SpecError(
+            f"{field}: {value!r} is not in (0, {MAX_TIME_BUDGET}] seconds; give the seconds "
+            "one instance may take, or omit it for no budget"
+        )
+    if not hasattr(os, "fork"):  # pragma: no cover - POSIX in the test environment
+        raise SpecError(f"{field}: needs os.fork (POSIX), which this platform does not have")
+    return float(value)
+
+
 @dataclass(frozen=True, eq=False)
 class SweepSpec:
     """A validated sweep specification (see the module docstring).
@@ -129,6 +188,9 @@ class SweepSpec:
     out : str or None
     base : pathlib.Path
         Directory that relative file patterns are resolved against (the spec file's).
+    time_budget : float or None
+        Seconds one instance may take (``options.time_budget``; not part of the keys: it
+        decides whether an answer is waited for, never which answer).
 
     Guarantee: exact (validated when built by :func:`load_spec`).
     """
@@ -141,6 +203,7 @@ class SweepSpec:
     retries: int = 2
     out: str | None = None
     base: Path = Path(".")
+    time_budget: float | None = None
 
     @property
     def core(self) -> dict[str, Any]:
@@ -172,7 +235,8 @@ class SweepSpec:
         out: list[Instance] = []
         seen: set[str] = set()
         for g, gen in enumerate(self.generators):
-            for params, path in _expand(gen, f"generate[{g}]", fam, self.base):
+            expanded = _expand(gen, f"generate[{g}]", fam, self.base, self.statement)
+            for params, path in expanded:
                 key = instance_key(self.core, params)
                 if key not in seen:
                     seen.add(key)
@@ -192,7 +256,13 @@ def _param_value(fam, name: str, value: Any, field: str) -> int:
     return _int(value, field, low, high)
 
 
-def _grid(gen: dict, field: str, fam) -> list[tuple[dict, None]]:
+def _drawn_params(fam, params: dict[str, int], seed: int, version: str | None) -> dict:
+    # the Hypothesis version is part of a drawn instance: another version may draw other data
+    return {**params, "seed": seed} if fam.drawn is None else {
+        **params, "seed": seed, "hypothesis": version}  # fmt: skip
+
+
+def _grid(gen: dict, field: str, fam, statement: Any) -> list[tuple[dict, None]]:
     grid = _table(gen.get("grid"), f"{field}.grid")
     axes = []
     for name in sorted(grid):
@@ -206,15 +276,24 @@ def _grid(gen: dict, field: str, fam) -> list[tuple[dict, None]]:
         raise SpecError(f"{field}.grid: no values for {', '.join(missing)}")
     repeat = _int(gen.get("repeat", 1), f"{field}.repeat", 1, MAX_INSTANCES)
     seed = _int(gen.get("seed", 0), f"{field}.seed", 0, 2**63 - 1)
-    out = []
-    for point in itertools.product(*axes):
-        params = dict(point)
-        for r in range(repeat):
-            out.append(({**params, "seed": _seed(params, seed, r)}, None))
-    return out
+    points = [dict(point) for point in itertools.product(*axes)]
+    for params in points:
+        fam.check_drawn(params, statement, f"{field}.grid")
+    version = _hypothesis_version(fam)
+    return [
+        (_drawn_params(fam, params, _seed(params, seed, r), version), None)
+        for params in points
+        for r in range(repeat)
+    ]
 
 
-def _random(gen: dict, field: str, fam) -> list[tuple[dict, None]]:
+def _hypothesis_version(fam) -> str | None:
+    from certified.sweep.draw import hypothesis_version
+
+    return None if fam.drawn is None else hypothesis_version()
+
+
+def _random(gen: dict, field: str, fam, statement: Any) -> list[tuple[dict, None]]:
     count = _int(gen.get("count"), f"{field}.count", 1, MAX_INSTANCES)
     seed = _int(gen.get("seed"), f"{field}.seed", 0, 2**63 - 1)
     ranges = {}
@@ -230,12 +309,14 @@ def _random(gen: dict, field: str, fam) -> list[tuple[dict, None]]:
         if lo > hi:
             raise SpecError(f"{field}.{name}: empty range [{lo}, {hi}]; give low <= high")
         ranges[name] = (lo, hi)
+    fam.check_drawn({n: hi for n, (lo, hi) in ranges.items()}, statement, field)
+    version = _hypothesis_version(fam)
     out = []
     for i in range(count):
-        rng = np.random.default_rng(np.random.SeedSequence([seed, i]))
-        params = {n: int(rng.integers(lo, hi + 1)) for n, (lo, hi) in sorted(ranges.items())}
-        params["seed"] = int(rng.integers(0, 2**56))
-        out.append((params, None))
+        # instance i: its sizes and its seed from SHAKE-256 of (seed, i) alone
+        shake = _Shake(canonical_json(["certified.sweep.random/1", seed, i]))
+        params = {n: shake.integer(lo, hi) for n, (lo, hi) in sorted(ranges.items())}
+        out.append((_drawn_params(fam, params, shake.integer(0, 2**56 - 1), version), None))
     return out
 
 
@@ -262,7 +343,7 @@ def _files(gen: dict, field: str, fam, base: Path) -> list[tuple[dict, str]]:
     return out
 
 
-def _expand(gen: Any, field: str, fam, base: Path) -> list[tuple[dict, str | None]]:
+def _expand(gen: Any, field: str, fam, base: Path, statement: Any = None) -> list:
     gen = _table(gen, field)
     kind = gen.get("kind")
     allowed = {
@@ -279,9 +360,9 @@ def _expand(gen: Any, field: str, fam, base: Path) -> list[tuple[dict, str | Non
     if unknown:
         raise SpecError(f"{field}: unknown key {unknown[0]!r} for kind {kind!r}")
     if kind == "grid":
-        return _grid(gen, field, fam)
+        return _grid(gen, field, fam, statement)
     if kind == "random":
-        return _random(gen, field, fam)
+        return _random(gen, field, fam, statement)
     if kind == "chunks":
         from certified.sweep.flow_family import chunk_instances
 
@@ -339,7 +420,9 @@ def load_spec(source: Any) -> SweepSpec:
         )
     if not fam.statements and statement is not None:
         raise SpecError(f"statement: {fam.name} has no statements; remove the key")
-    options = fam.check_options(_table(obj.get("options", {}), "options"), statement, base)
+    options = dict(_table(obj.get("options", {}), "options"))
+    budget = time_budget(options.pop("time_budget", None))
+    options = fam.check_options(options, statement, base)
     run = _table(obj.get("run", {}), "run")
     if set(run) - _RUN:
         raise SpecError(f"run: unknown key {sorted(set(run) - _RUN)[0]!r}; use batch, retries")
@@ -354,4 +437,4 @@ def load_spec(source: Any) -> SweepSpec:
     out = obj.get("out")
     if out is not None and not isinstance(out, str):
         raise SpecError(f"out: {out!r} is not a directory name")
-    return SweepSpec(fam.name, statement, options, tuple(gens), batch, retries, out, base)
+    return SweepSpec(fam.name, statement, options, tuple(gens), batch, retries, out, base, budget)

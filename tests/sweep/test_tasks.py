@@ -59,17 +59,29 @@ def test_every_family_writes_certificates_the_checker_verifies(raw, tmp_path):
             assert cert["claim"]["hypothesis"] == spec.statement
 
 
-def test_random_attention_instances_lie_in_the_unit_ball():
+def test_generated_attention_instances_lie_in_the_ball_of_radius_r():
+    from certified.attention import parse_attention_instance
+    from certified.sweep.draw import hypothesis_version
+
     for n, d in [(1, 1), (5, 2), (9, 7)]:
-        obj = attention_instance_json({"n": n, "d": d, "k": 2, "seed": n * d}, "H2")
+        params = {"n": n, "d": d, "k": 2, "seed": n * d, "hypothesis": hypothesis_version()}
+        obj = attention_instance_json(params, "H2")
+        assert len(obj["X"]) == n and len(obj["Q"]) == 2 and len(obj["V"]) == d
         for row in obj["X"]:
-            assert sum(to_fmpq(x) ** 2 for x in row) <= 1
+            assert sum(to_fmpq(x) ** 2 for x in row) <= to_fmpq(obj["R"]) ** 2
+        parse_attention_instance(obj, require="X")
+        h3 = attention_instance_json(params, "H3")
+        assert len(h3["mu"]["points"]) == len(h3["nu"]["points"]) == n
+        parse_attention_instance(h3, require="measures")
 
 
 def test_file_instances_run_from_their_files(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    inst = attention_instance_json({"n": 3, "d": 2, "k": 2, "seed": 4}, "H2")
+    from certified.sweep.draw import hypothesis_version
+
+    params = {"n": 3, "d": 2, "k": 2, "seed": 4, "hypothesis": hypothesis_version()}
+    inst = attention_instance_json(params, "H2")
     (data / "a.json").write_text(json.dumps(inst))
     (tmp_path / "s.json").write_text(json.dumps({"family": "lipschitz", "statement": "H2",
         "generate": [{"kind": "files", "paths": ["data/*.json"]}]}))  # fmt: skip
