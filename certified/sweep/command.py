@@ -1,5 +1,5 @@
-"""``certified sweep SPEC --out DIR [--scheduler ADDRESS] [--workers N] [--json]`` and
-``certified sweep init FAMILY`` and ``certified sweep check DIR``.
+"""``certified sweep SPEC --out DIR [--scheduler ADDRESS] [--workers N] [--redo-exceeded]
+[--json]``, ``certified sweep init FAMILY`` and ``certified sweep check DIR``.
 
 Runs every instance of the spec (``proofs/sweep.md``) on an embedded Dask ``LocalCluster``
 (``--workers`` processes, one thread each) or on the scheduler at ``--scheduler``; writes
@@ -32,6 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, help="output directory (default: the spec's out)")
     parser.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://...)")
     parser.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
+    parser.add_argument(
+        "--redo-exceeded",
+        action="store_true",
+        help="run again the instances whose row says they exceeded options.time_budget",
+    )
     parser.add_argument("--no-plots", action="store_true", help="write no plots")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
@@ -98,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         scheduler=args.scheduler,
         workers=args.workers,
         progress=ProgressBar(),
+        redo_exceeded=args.redo_exceeded,
     )
     seconds = time.perf_counter() - t0
     out = Path(table.attrs["out"])

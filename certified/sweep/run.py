@@ -161,6 +161,7 @@ def sweep(
     client: Any = None,
     progress: Any = None,
     on_batch: Callable[[int, int], None] | None = None,
+    redo_exceeded: bool = False,
 ) -> Any:
     """Run a sweep and return its table (a pandas DataFrame, one row per instance).
 
@@ -181,6 +182,9 @@ def sweep(
         and after each finished task (the CLI's progress bar).
     on_batch : callable, optional
         ``on_batch(done, total)`` after each part is written (fault tests hook in here).
+    redo_exceeded : bool
+        Run again the instances whose row says that they exceeded their time budget
+        (``options.time_budget``); by default a row is final, whatever its verdict.
 
     Returns
     -------
@@ -196,23 +200,35 @@ def sweep(
     Guarantee: every row naming a certificate names a file the checker accepted, written
     before the row; every key appears at most once.
     """
-    from certified.sweep.table import read_parts, write_part, write_table
+    from certified.sweep.table import drop_rows, read_parts, write_part, write_table
 
     if type(workers) is not int or not 1 <= workers <= 1024:
         raise InputError(f"--workers: {workers!r} is not an integer in [1, 1024]")
     spec, instances, out = _prepare(spec, out)
-    done = set(read_parts(out)["key"]) if out.is_dir() else set()
+    wanted = {i.key: i.index for i in instances}
+    previous = read_parts(out)
+    previous = previous[previous["key"].isin(wanted)]
+    redo: set[str] = set()
+    if redo_exceeded and len(previous):
+        from certified.sweep.tasks import budget_exceeded
+
+        redo = set(previous["key"][previous["reason"].map(budget_exceeded)])
+    done = set(previous["key"]) - redo
     todo = [i for i in instances if i.key not in done]
-    failed: list[tuple[str, str]] = []
     with _client(scheduler, workers, client) as c:
         _start(out, spec)
+        if redo:
+            drop_rows(out, redo)
         n_workers = max(1, len(c.scheduler_info().get("workers", {})) or workers)
         batches = _batches(todo, spec.batch, n_workers)
-        failed = _submit(c, spec, batches, out, len(instances) - len(todo), len(instances),
-                         progress, on_batch, write_part)  # fmt: skip
-    wanted = {i.key: i.index for i in instances}
-    table = read_parts(out)
-    table = table[table["key"].isin(wanted)].sort_values("index").reset_index(drop=True)
+        failed, parts = _submit(c, spec, batches, out, len(instances) - len(todo),
+                                len(instances), progress, on_batch, write_part)  # fmt: skip
+    # this run's parts need no second pass over their certificates: the tasks wrote and
+    # hashed them just now
+    table = read_parts(out, trusted=parts)
+    table = table[table["key"].isin(wanted)].copy()
+    table["index"] = table["key"].map(wanted)  # a grown spec may have moved an instance
+    table = table.sort_values("index").reset_index(drop=True)
     write_table(out, table)
     table.attrs.update(
         out=str(out), computed=len(todo), skipped=len(instances) - len(todo), failed=failed
@@ -229,10 +245,12 @@ def _submit(c, spec, batches, out, done, total, progress, on_batch, write_part):
     cert_dir = str((out / "certificates").resolve())
     items = [[(i.key, i.params, i.path) for i in b] for b in batches]
     keys = [f"certified-sweep-{b[0].key[:16]}-{len(b)}-{time.time_ns()}" for b in batches]
-    futures = c.map(run_batch, [core] * len(items), items, [cert_dir] * len(items),
+    n = len(items)
+    futures = c.map(run_batch, [core] * n, items, [cert_dir] * n, [spec.time_budget] * n,
                     key=keys, retries=spec.retries, pure=False)  # fmt: skip
     batch_of = {f.key: b for f, b in zip(futures, batches, strict=True)}
     failed: list[tuple[str, str]] = []
+    parts: set[str] = set()
     if progress is not None:
         progress(done, total)
     try:
@@ -241,7 +259,7 @@ def _submit(c, spec, batches, out, done, total, progress, on_batch, write_part):
             if future.status != "finished":
                 failed += [(i.key, repr(future.exception())) for i in batch]
                 continue
-            write_part(out, _rows(batch, spec, future.result()))
+            parts.add(write_part(out, _rows(batch, spec, future.result())).name)
             done += len(batch)
             if progress is not None:
                 progress(done, total)
@@ -249,4 +267,4 @@ def _submit(c, spec, batches, out, done, total, progress, on_batch, write_part):
                 on_batch(done, total)
     finally:
         c.cancel(futures)
-    return failed
+    return failed, parts

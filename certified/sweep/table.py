@@ -19,7 +19,7 @@ import pandas as pd
 
 from certified.certificates import write_atomic
 
-__all__ = ["PARTS", "RESULTS", "read_parts", "write_part", "write_table"]
+__all__ = ["PARTS", "RESULTS", "drop_rows", "read_parts", "write_part", "write_table"]
 
 PARTS = "parts"
 RESULTS = "results.parquet"
@@ -53,24 +53,51 @@ def _certificate_ok(out: Path, name: Any, sha: Any, cache: dict[str, bool]) -> b
     return cache[name]
 
 
-def read_parts(out: Path) -> pd.DataFrame:
+def _parts(out: Path) -> list[Path]:
+    return sorted((out / PARTS).glob("part-*.parquet")) if (out / PARTS).is_dir() else []
+
+
+def read_parts(out: Path, trusted: Any = ()) -> pd.DataFrame:
     """The union of the part files of ``out``: one row per key (the first part's, in file
     name order), rows whose certificate is missing or altered dropped.
 
+    ``trusted``: names of parts whose certificates were written and hashed by this process's
+    sweep just now (not read again).
+
     Guarantee: every row's certificate (if it names one) is on disk with the recorded SHA-256
-    at the time of reading."""
-    parts = sorted((out / PARTS).glob("part-*.parquet")) if (out / PARTS).is_dir() else []
-    frames = [pd.read_parquet(p, engine="pyarrow") for p in parts]
+    at the time of reading, or was written with it by the tasks of a ``trusted`` part."""
+    parts = _parts(out)
+    frames = [
+        pd.read_parquet(p, engine="pyarrow").assign(_trusted=p.name in trusted) for p in parts
+    ]
     frames = [f for f in frames if len(f)]
     if not frames:
         return pd.DataFrame({"key": pd.Series([], dtype=object)})
     table = pd.concat(frames, ignore_index=True).drop_duplicates("key", keep="first")
     cache: dict[str, bool] = {}
     ok = [
-        _certificate_ok(out, c, s, cache)
-        for c, s in zip(table["certificate"], table["certificate_sha256"], strict=True)
+        t or _certificate_ok(out, c, s, cache)
+        for c, s, t in zip(
+            table["certificate"], table["certificate_sha256"], table["_trusted"], strict=True
+        )
     ]
-    return table[ok].reset_index(drop=True)
+    return table[ok].drop(columns="_trusted").reset_index(drop=True)
+
+
+def drop_rows(out: Path, keys: set[str]) -> None:
+    """Remove the rows of ``keys`` from the parts of ``out`` (each part rewritten atomically,
+    or removed when no row is left): their instances are then run again.
+
+    Guarantee: none (writing); a part holds its old rows or its old rows but ``keys``."""
+    for part in _parts(out):
+        frame = pd.read_parquet(part, engine="pyarrow")
+        keep = ~frame["key"].isin(keys)
+        if keep.all():
+            continue
+        if keep.any():
+            write_atomic(part, _parquet_bytes(frame[keep]))
+        else:
+            part.unlink()
 
 
 def write_table(out: Path, table: pd.DataFrame) -> Path:

@@ -139,6 +139,25 @@ def test_a_tampered_certificate_drops_its_row_and_the_instance_is_redone(client2
     assert check_file(victim).verified
 
 
+def test_budget_rows_are_final_until_redo_and_then_equal_an_unbudgeted_run(
+    client2, reference, tmp_path
+):
+    out = tmp_path / "out"
+    tiny = {**H2, "options": {"time_budget": 0.001}}
+    table = sweep(tiny, out, client=client2)
+    assert list(table["key"]) == list(reference["key"]) and not table.attrs["failed"]
+    assert set(table["reason"]) == {"time budget of 0.001 s exceeded"}
+    assert set(table["verdict"]) == {"UNDECIDED"} and table["certificate"].isna().all()
+    assert not list((out / "certificates").iterdir())
+    assert sweep(tiny, out, client=client2).attrs["computed"] == 0
+    redone = sweep({**H2, "options": {"time_budget": 600}}, out, client=client2,
+                   redo_exceeded=True)  # fmt: skip
+    assert redone.attrs["computed"] == len(reference) and redone.attrs["skipped"] == 0
+    _assert_complete_and_verified(redone, out, H2)
+    pd.testing.assert_frame_equal(_comparable(redone), _comparable(reference))
+    assert len(read_parts(out)) == len(reference)  # the undecided rows are gone from the parts
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -58,6 +58,7 @@ H2 = {
         (["{spec}", "--out", "{out}", "--workers", "0"], "--workers: 0"),
         (["{spec}"], "out: give an output directory"),
         (["{missing}", "--out", "{out}"], "cannot read the spec"),
+        (["{spec:budget}", "--out", "{out}"], "options.time_budget: -1 is not in (0, 1000000]"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(capsys, tmp_path, argv, message):
@@ -70,6 +71,8 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(capsys, tmp_path, ar
     grid = {"family": "interpolate", "generate": [{"kind": "grid", "grid": {"N": [-4]}}]}
     (tmp_path / "g").mkdir()
     specs["{spec:grid}"] = _spec(tmp_path / "g", grid)
+    (tmp_path / "b").mkdir()
+    specs["{spec:budget}"] = _spec(tmp_path / "b", {**H2, "options": {"time_budget": -1}})
     code, out, err = _run(capsys, "sweep", *[specs.get(a, a) for a in argv])
     assert code == 2, err
     assert err.count("\n") == 1 and err.startswith("certified sweep: ") and message in err
@@ -95,6 +98,25 @@ def test_a_sweep_on_a_running_scheduler_then_check_every_certificate(
     code, out, _ = _run(capsys, "check", *certificates)
     assert code == 0 and out.count("VERIFIED lipschitz") == 6
     assert (tmp_path / "out" / "plots" / "lipschitz_ratio_vs_n.png").stat().st_size > 0
+
+
+def test_rows_over_budget_are_kept_until_redo_exceeded_is_asked(capsys, tmp_path, client2):
+    address = client2.scheduler.address
+    tiny = _spec(tmp_path, {**H2, "options": {"time_budget": 0.001}})
+    out = tmp_path / "out"
+    code, stdout, _ = _run(capsys, "sweep", tiny, "--out", out, "--scheduler", address, "--json")
+    result = json.loads(stdout)
+    assert code == 0 and result["counts"] == {"UNDECIDED": 6} and result["verdict"] == "UNDECIDED"
+    assert not list((out / "certificates").iterdir())
+    code, stdout, _ = _run(capsys, "sweep", tiny, "--out", out, "--scheduler", address, "--json")
+    assert json.loads(stdout)["computed"] == 0
+    (tmp_path / "big").mkdir()
+    roomy = _spec(tmp_path / "big", {**H2, "options": {"time_budget": 600}})
+    code, stdout, _ = _run(capsys, "sweep", roomy, "--out", out, "--scheduler", address,
+                           "--redo-exceeded", "--json")  # fmt: skip
+    result = json.loads(stdout)
+    assert code == 0 and result["computed"] == 6 and "UNDECIDED" not in result["counts"]
+    assert len(list((out / "certificates").glob("*.json"))) == 6
 
 
 _PROBE = """
