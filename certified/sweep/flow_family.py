@@ -1,17 +1,22 @@
 """The ``flow`` sweep adapter: one schedule's flow over a large ensemble of initial points,
-split into chunks of rows of one ``.npz`` points file, one task and one certificate per chunk.
+split into chunks of rows of one points file, one task and one certificate per chunk.
 
 The schedule is part of the spec's options, read and stored in its canonical form
 (``Schedule.to_json``), so every key depends on the schedule's content. A chunk instance is
 ``{"points": name, "points_sha256": digest, "start": a, "stop": b}``: rows ``a:b`` of the
-array ``X`` of the file (binary64 values, read exactly). Enclosures are gathered in order with
-:func:`gather_enclosures`, from the certificates (the checked claims), not from the table.
+points of the file, a ``.npz`` (array ``X`` of binary64 values, read exactly and sliced
+without reading the other rows' values into exact numbers), a ``.csv`` (one point per line,
+optional header) or a ``.json`` ``{"X": n×d}``: the last two read exactly, whole, by
+:func:`certified.io.read_points` (once per worker process and file). Enclosures are gathered
+in order with :func:`gather_enclosures`, from the certificates (the checked claims), not
+from the table.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +30,7 @@ from certified.verdict import Outcome
 __all__ = ["FLOW", "chunk_instances", "gather_enclosures"]
 
 MAX_CHUNK = 1_000_000
+POINT_FILES = (".npz", ".csv", ".json")
 
 
 def _schedule(value: Any, base: Any) -> dict[str, Any]:
@@ -57,22 +63,53 @@ def _load_x(path: str, field: str) -> np.ndarray:
     return X
 
 
+def _suffix(name: str) -> str:
+    return Path(name).suffix.lower()
+
+
+@lru_cache(maxsize=2)
+def _exact_points(path: str, digest: str) -> Any:
+    """The exact points of a ``.csv`` / ``.json`` file (fmpq array), read once per process
+    and file content (``digest``, checked: a file changed since the spec was expanded is an
+    error, not another instance under the same key)."""
+    from certified.io import read_points
+
+    data = Path(path).read_bytes()
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise RuntimeError(f"{path}: changed since the sweep's instances were made; re-run")
+    return read_points(path)
+
+
 def chunk_instances(gen: dict[str, Any], field: str, base: Any) -> list[tuple[dict, str]]:
     """The chunk instances of a ``kind = "chunks"`` generator: ``points`` (a ``.npz`` file with
-    a float64 array ``X``, relative to the spec) and ``size`` (rows per chunk).
+    a float64 array ``X``, a ``.csv`` file of one point per line or a ``.json`` file ``{"X":
+    n×d}``, relative to the spec) and ``size`` (rows per chunk).
 
     Raises
     ------
     SpecError
+        Also for a points file that :func:`certified.io.read_points` refuses (the message
+        names the file and the field).
 
     Guarantee: exact (the chunks cover the rows once each, in order)."""
     points, size = gen.get("points"), gen.get("size")
-    if not isinstance(points, str) or not points.endswith(".npz"):
-        raise SpecError(f'{field}.points: give a .npz file with an array X, e.g. "x.npz"')
+    if not isinstance(points, str) or _suffix(points) not in POINT_FILES:
+        raise SpecError(
+            f"{field}.points: {points!r}; give a points file: .npz (array X), .csv (one point "
+            'per line) or .json ({"X": n x d}), e.g. "x.npz"'
+        )
     if type(size) is not int or not 1 <= size <= MAX_CHUNK:
         raise SpecError(f"{field}.size: {size!r} is not an integer in [1, {MAX_CHUNK}]")
     path = os.path.join(base, os.path.expanduser(points))
-    X = _load_x(path, f"{field}.points")
+    if _suffix(points) == ".npz":
+        X = _load_x(path, f"{field}.points")
+    else:
+        from certified.io import read_points
+
+        try:
+            X = read_points(path)
+        except InputError as exc:
+            raise SpecError(f"{field}.points: {exc}") from None
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
     name, full = os.path.relpath(path, base), os.path.abspath(path)
     return [
@@ -87,8 +124,11 @@ def _run_flow(params, path, statement, options) -> Result:
     from certified.models import Schedule
 
     schedule = Schedule.from_json(options["schedule"])
-    with np.load(path, allow_pickle=False) as npz:
-        X = np.array(npz["X"][params["start"] : params["stop"]], dtype=np.float64)
+    if _suffix(path) == ".npz":
+        with np.load(path, allow_pickle=False) as npz:
+            X = np.array(npz["X"][params["start"] : params["stop"]], dtype=np.float64)
+    else:
+        X = _exact_points(path, params["points_sha256"])[params["start"] : params["stop"]]
     if X.shape[1] != schedule.dimension:
         raise InputError(f"X: {X.shape[1]} coordinates, the schedule's dimension is "
                          f"{schedule.dimension}")  # fmt: skip
@@ -147,7 +187,8 @@ schedule = "schedule.json"   # the schedule file (relative to this spec); its co
 
 [[generate]]
 kind = "chunks"
-points = "points.npz"    # array X: (n, d) float64
+points = "points.npz"    # array X: (n, d) float64; or a .csv (one point per line), or a
+                         # .json {"X": n x d} (read exactly, whole, once per worker)
 size = 1000              # points per chunk (one Dask task, one certificate)
 """,
 )
