@@ -16,8 +16,11 @@ double range (``1e-400``) is read as its double, 0; write it as a string to keep
 
 JSON is read strictly (:func:`parse_json`): ``NaN``/``Infinity`` tokens (which Python's
 ``json`` accepts by default), numbers that overflow binary64 (``1e400``), duplicate keys,
-invalid UTF-8 and files over :data:`MAX_INPUT_BYTES` are rejected. Unknown keys are rejected
-by the readers.
+invalid UTF-8 and files over :data:`MAX_INPUT_BYTES` are rejected. The readers then check the
+structure of the decoded JSON against the shipped JSON Schema of the file kind
+(:func:`validate_json`, with ``jsonschema``: unknown or missing keys, nesting, JSON types,
+empty arrays), and only then convert the numbers exactly and check what a schema cannot say
+(shapes that agree, weights summing to 1).
 
 Errors: every problem raises a :class:`~certified.errors.CertifiedError` whose one-line
 message starts with the file name, then the field (``points.json: X[3]: expected 2
@@ -25,7 +28,8 @@ coordinates, got 3``):
 
 * :class:`InputFileError`: the file cannot be read as strict JSON / CSV / NPZ at all (missing,
   unreadable, too large, not UTF-8, syntax error, duplicate key, unsupported extension);
-* :class:`SchemaError`: wrong structure (missing or unknown key, wrong JSON type of a field);
+* :class:`SchemaError`: wrong structure (missing or unknown key, wrong JSON type of a field),
+  named by its JSON path (``pieces[2]: missing key 'b'``);
 * :class:`~certified.errors.ShapeError`: ragged rows, wrong lengths, empty arrays;
 * :class:`~certified.errors.NonFiniteError`, :class:`~certified.errors.NumberFormatError`:
   a number;
@@ -36,6 +40,7 @@ coordinates, got 3``):
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import math
@@ -50,7 +55,13 @@ import flint
 import numpy as np
 
 from certified.arith.exact import fmpq_to_float, fmpq_to_str, to_fmpq
-from certified.errors import InputError, NonFiniteError, RangeOverflowError, ShapeError
+from certified.errors import (
+    InputError,
+    NonFiniteError,
+    NumberFormatError,
+    RangeOverflowError,
+    ShapeError,
+)
 
 __all__ = [
     "MAX_INPUT_BYTES",
@@ -67,6 +78,7 @@ __all__ = [
     "read_json",
     "read_measure",
     "read_points",
+    "validate_json",
     "write_json_atomic",
 ]
 
@@ -239,6 +251,231 @@ def read_json(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES)
     Guarantee: exact (as :func:`parse_json`).
     """
     return parse_json(_read_bytes(path, max_bytes), os.fspath(path))
+
+
+# --- structure: the shipped JSON Schemas --------------------------------------------------------
+
+_NUMBER = [{"type": "number"}, {"type": "string", "minLength": 1}]
+"""The ``oneOf`` of the schemas' ``$defs/number`` (a JSON number, or a non-empty string)."""
+
+
+def _is_number(x: Any) -> bool:
+    t = type(x)  # bool is not a JSON number (type(True) is bool, not int)
+    return t is int or t is float or (t is str and x != "")
+
+
+@functools.cache
+def _schema_validator(kind: str) -> Any:
+    """A Draft 2020-12 validator of the shipped schema ``kind``: jsonschema's own, with a fast
+    path that accepts in one Python loop an array whose items all satisfy the schema's
+    ``$defs/number`` (or are arrays of such numbers); anything else, and every error, goes
+    through jsonschema's ``items`` (the result is the same, ~50x faster on big arrays)."""
+    import jsonschema  # lazily: ``import certified`` does not load it
+
+    from certified.schemas import schema
+
+    root = schema(kind)
+    number = root.get("$defs", {}).get("number", {})
+    plain = number.get("oneOf") == _NUMBER
+    base = jsonschema.Draft202012Validator
+    standard = base.VALIDATORS["items"]
+    fast: dict[int, Any] = {}
+
+    def predicate(sub: Any) -> Any:
+        if not isinstance(sub, dict):
+            return None
+        if id(sub) not in fast:
+            test = None
+            if plain and sub == {"$ref": "#/$defs/number"}:
+                test = _is_number
+            elif sub.get("type") == "array" and set(sub) <= {"type", "minItems", "items",
+                                                              "description"}:  # fmt: skip
+                inner, least = predicate(sub.get("items")), sub.get("minItems", 0)
+                if inner is not None:
+                    test = lambda r: type(r) is list and len(r) >= least and all(map(inner, r))  # noqa: E731
+            fast[id(sub)] = test
+        return fast[id(sub)]
+
+    def items(validator: Any, sub: Any, instance: Any, where: Any) -> Any:
+        test = predicate(sub)
+        if test is None or "prefixItems" in where or type(instance) is not list:
+            yield from standard(validator, sub, instance, where)
+        elif not all(map(test, instance)):
+            yield from standard(validator, sub, instance, where)
+
+    return jsonschema.validators.extend(base, {"items": items})(root)
+
+
+def _json_path(parts: Any, where: str = "") -> str:
+    out = where
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else f".{p}" if out else str(p)
+    return out
+
+
+def _describe(sub: Any, defs: dict[str, Any]) -> str:
+    """``"a list of numbers"``, ``"a list of rows, each a list of numbers"``, ... of a schema
+    (``defs``: the schema's ``$defs``, for references)."""
+    if not isinstance(sub, dict):
+        return "a value"
+    if sub.get("$ref") == "#/$defs/number" or sub.get("oneOf") == _NUMBER:
+        return "a number"
+    ref = sub.get("$ref", "")
+    if ref.startswith("#/$defs/") and ref[8:] in defs:
+        return _describe(defs[ref[8:]], defs)
+    kind = sub.get("type")
+    if kind == "array":
+        inner = sub.get("items")
+        if isinstance(inner, dict) and inner.get("type") == "array":
+            row = _describe(inner, defs)
+            return "a list of lists" if row == "a list" else f"a list of rows, each {row}"
+        what = _describe(inner, defs)
+        plural = {"a number": "numbers", "an object": "objects", "a string": "strings"}
+        return f"a list of {plural.get(what, 'elements')}" if inner else "a list"
+    if isinstance(kind, list):
+        return " or ".join(_describe({**sub, "type": k}, defs) for k in kind)
+    if kind == "object" or "properties" in sub:
+        return "an object"
+    return {"string": "a string", "integer": "an integer", "boolean": "true or false"}.get(
+        kind, "a value"
+    )
+
+
+def _schema_problem(e: Any, classes: tuple[type[InputError], ...], where: str,
+                    defs: dict[str, Any]) -> InputError:  # fmt: skip
+    """The package's exception for one jsonschema ``ValidationError``: ``path: message``
+    (``classes``: structure, shape and bound errors)."""
+    error, shape, bound = classes
+    path, key, value, inst, sub = (
+        _json_path(e.absolute_path, where), e.validator, e.validator_value, e.instance, e.schema
+    )  # fmt: skip
+
+    def named(cls: type[InputError], message: str) -> InputError:
+        return cls(f"{path}: {message}" if path else message)
+
+    if key == "oneOf" and isinstance(sub, dict) and sub.get("oneOf") == _NUMBER:
+        to_fmpq(inst, path or "value")  # raises what the number readers raise for it
+        return named(NumberFormatError, f"expected a number, got {_json_type(inst)}")
+    if key == "oneOf" and e.context:  # the alternative that got furthest
+        deepest = max(e.context, key=lambda c: len(c.absolute_path))
+        if len(deepest.absolute_path) > len(e.absolute_path):
+            return _schema_problem(deepest, classes, where, defs)
+        return named(error, f"expected one of the forms {_forms(sub)}, got {_keys_of(inst)}")
+    props = list(sub.get("properties", {})) if isinstance(sub, dict) else []
+    if key == "type" and value == "object":
+        keys = f" with keys {', '.join(props)}" if props else ""
+        return named(error, f"expected a JSON object{keys}, got {_json_type(inst)}")
+    if key == "type":
+        cls = shape if value == "array" else error
+        return named(cls, f"expected {_describe(sub, defs)}, got {_json_type(inst)}")
+    if key == "minItems":
+        if not inst:
+            item = _describe(sub.get("items"), defs).replace("a list of rows, each ", "")
+            item = {"a list of numbers": "row", "a number": "number"}.get(item, "element")
+            least = f"one {item}" if value == 1 else f"{value} {item}s"
+            return named(shape, f"empty; give at least {least}")
+        return named(shape, f"expected at least {value} elements, got {len(inst)}")
+    if key == "required":
+        missing = next(k for k in value if k not in inst)
+        return named(error, f"missing key {missing!r}; required keys: {', '.join(value)}")
+    if key == "additionalProperties" and value is False:
+        unknown = next(k for k in inst if k not in props)
+        return named(error, f"unknown key {unknown!r}; allowed keys: {', '.join(props)}")
+    if key == "enum":
+        names = ", ".join(map(str, value))
+        if isinstance(inst, str):
+            return named(error, f"unknown value {inst!r}; use one of {names}")
+        return named(error, f"expected one of the names {names}, got {_json_type(inst)}")
+    if key == "const":
+        return named(error, f"expected {json.dumps(value)}, got {json.dumps(inst)[:40]}")
+    if key in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        relation = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=",
+                    "exclusiveMaximum": "<"}[key]  # fmt: skip
+        return named(bound, f"{inst} is out of range; it must be {relation} {value}")
+    if key == "not" and isinstance(value, dict) and list(value) == ["required"]:
+        return named(error, f"give only one of the keys {', '.join(value['required'])}")
+    return named(error, " ".join(e.message.split())[:200])
+
+
+def _forms(sub: dict[str, Any]) -> str:
+    forms = [" + ".join(f.get("required", [])) or "?" for f in sub.get("oneOf", [])]
+    return " or ".join(forms)
+
+
+def _keys_of(inst: Any) -> str:
+    return f"keys {', '.join(map(str, inst))}" if isinstance(inst, dict) else _json_type(inst)
+
+
+def validate_json(
+    obj: Any,
+    kind: str,
+    source: str | os.PathLike[str] | None = None,
+    *,
+    where: str = "",
+    error: type[InputError] | None = None,
+    shape_error: type[InputError] = ShapeError,
+    bound_error: type[InputError] | None = None,
+) -> Any:
+    """Check the structure of decoded JSON ``obj`` against the shipped JSON Schema ``kind``
+    (:func:`certified.schemas.schema`), with :mod:`jsonschema` (imported on first use).
+
+    Only structure is checked (keys, nesting, JSON types, non-empty arrays); numbers are
+    converted exactly by the readers afterwards. The first error (the shallowest in the
+    document) becomes one exception whose one-line message names the file and the JSON path
+    of the offending element (``s.json: pieces[2].W: expected a list of rows, each a list of
+    numbers, got a string``).
+
+    Parameters
+    ----------
+    source : str or path, optional
+        The file name that starts the message.
+    where : str
+        Path of ``obj`` inside a larger document (``"schedule"``), prefixed to every path.
+    error : type, default :class:`SchemaError`
+        The exception of a missing, unknown or mistyped key (the reader's own class).
+    shape_error : type, default :class:`~certified.errors.ShapeError`
+        The exception of an array of the wrong type or an empty array.
+    bound_error : type, default ``error``
+        The exception of an integer out of range (``dimension`` below 1).
+
+    Returns
+    -------
+    object
+        ``obj`` unchanged.
+
+    Raises
+    ------
+    SchemaError, ShapeError, NumberFormatError, InputError (or the classes given)
+        A number of the wrong JSON type (``null``, ``true``, ``[]``) raises what the exact
+        number reader raises for it (:func:`~certified.arith.exact.to_fmpq`).
+
+    Guarantee: exact (validation only).
+    """
+    error = SchemaError if error is None else error
+    validator = _schema_validator(kind)
+    best: tuple[tuple[int, int, int], Any] | None = None
+    for n, e in enumerate(validator.iter_errors(obj)):
+        rank = (len(e.absolute_path), _RANK.get(e.validator, len(_RANK)), n)
+        if best is None or rank < best[0]:
+            best = (rank, e)
+        if n >= 100:  # a badly broken file: the shallowest of the first hundred errors
+            break
+    if best is None:
+        return obj
+    try:
+        classes = (error, shape_error, bound_error or error)
+        exc = _schema_problem(best[1], classes, where, validator.schema.get("$defs", {}))
+    except InputError as raised:  # a number: the exception of the exact number reader
+        exc = raised
+    if source is None:
+        raise exc
+    name = os.fspath(source)
+    raise _named(type(exc)(f"{name}: {exc}"), name)
+
+
+_RANK = {"type": 0, "additionalProperties": 1, "required": 2}
+"""Order of errors at the same depth: a wrong type first, then unknown keys, then missing ones
+(the order of :func:`check_keys`)."""
 
 
 # --- structure of JSON objects and exact arrays -----------------------------------------------
@@ -515,6 +752,7 @@ def _read_xy(
     if suffix == ".json":
         obj = read_json(path, max_bytes=max_bytes)
         with prefixed_errors(name):
+            validate_json(obj, "dataset" if need_y else "points")
             obj = check_keys(obj, "", ["X", "Y"] if need_y else ["X"], [] if need_y else ["Y"])
     elif suffix == ".npz":
         obj = _read_npz(path, max_bytes, {"X", "Y"})
@@ -589,6 +827,7 @@ def read_boxes(
     if suffix == ".json":
         obj = read_json(path, max_bytes=max_bytes)
         with prefixed_errors(name):
+            validate_json(obj, "boxes")
             obj = check_keys(obj, "", ["lo", "hi"], [])
     elif suffix == ".npz":
         obj = _read_npz(path, max_bytes, {"lo", "hi"})
@@ -671,6 +910,7 @@ def read_measure(
         raise _unsupported(name, suffix, ".json")
     obj = read_json(path, max_bytes=max_bytes)
     with prefixed_errors(name):
+        validate_json(obj, "measure")
         check_keys(obj, "", ["points"], ["weights"])
         points = exact_matrix(obj["points"], "points", row_what="points", col_what="coordinates")
         n = points.shape[0]

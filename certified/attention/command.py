@@ -57,18 +57,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _verdict(args: argparse.Namespace):
-    from certified.io import prefixed_errors, read_json
+    from certified.errors import ShapeError
+    from certified.io import prefixed_errors, read_json, validate_json
 
     obj = read_json(args.instance)
     with prefixed_errors(str(args.instance)):
         if args.hypothesis == "flow":
             from certified.attention.flow_check import check_flow_gronwall, parse_flow_instance
 
+            if isinstance(obj, dict) and "schedule" in obj:  # {"schedule", "X"}: no schema
+                validate_json(obj["schedule"], "schedule", where="schedule", bound_error=ShapeError)
             schedule, X = parse_flow_instance(obj)
             return check_flow_gronwall(schedule, X, prec=args.prec)
         from certified.attention.instance import parse_attention_instance
 
         need = "measures" if args.hypothesis == "H3" else "X"
+        validate_json(obj, "attention-instance")
         inst = parse_attention_instance(obj, require=need)
     if args.hypothesis == "H3":
         from certified.attention.mean_field import check_h3

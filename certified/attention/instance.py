@@ -15,7 +15,14 @@ import numpy as np
 from certified.arith.exact import fmpq_to_str, to_fmpq
 from certified.attention.model import Attention
 from certified.errors import DomainError, InputError, ShapeError
-from certified.io import check_keys, exact_matrix, exact_vector, prefixed_errors, read_json
+from certified.io import (
+    check_keys,
+    exact_matrix,
+    exact_vector,
+    prefixed_errors,
+    read_json,
+    validate_json,
+)
 
 __all__ = ["AttentionInstance", "read_attention_instance"]
 
@@ -148,10 +155,12 @@ def parse_attention_instance(obj: Any, *, require: str | None = None) -> Attenti
 def read_attention_instance(
     path: str | os.PathLike[str], *, require: str | None = None
 ) -> AttentionInstance:
-    """Read an attention instance JSON file (errors are prefixed with the file name).
+    """Read an attention instance JSON file (errors are prefixed with the file name): its
+    structure is checked against the shipped JSON Schema ``attention-instance`` first.
 
     Guarantee: exact (as :func:`parse_attention_instance`).
     """
     obj = read_json(path)
     with prefixed_errors(os.fspath(path)):
+        validate_json(obj, "attention-instance")
         return parse_attention_instance(obj, require=require)

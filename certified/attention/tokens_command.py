@@ -41,10 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _read(path: Path):
     from certified.attention.instance import parse_attention_instance
     from certified.attention.populations import parse_population
-    from certified.io import check_keys, exact_matrix, prefixed_errors, read_json
+    from certified.io import check_keys, exact_matrix, prefixed_errors, read_json, validate_json
 
     obj = read_json(path)
     with prefixed_errors(str(path)):
+        validate_json(obj, "tokens-instance")
         check_keys(obj, "", [*_ATTENTION_KEYS, "samples", "population"])
         inst = parse_attention_instance({k: obj[k] for k in _ATTENTION_KEYS})
         samples = exact_matrix(

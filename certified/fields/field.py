@@ -322,12 +322,14 @@ class PiecewiseField:
 
 
 def read_field(source: Any, *, time: Any = None) -> PiecewiseField:
-    """A field by shipped name (:data:`certified.fields.EXAMPLES`) or from a JSON file.
+    """A field by shipped name (:data:`certified.fields.EXAMPLES`) or from a JSON file (its
+    structure checked against the shipped JSON Schema ``field`` first: :class:`FieldError`
+    naming the JSON path).
 
     Guarantee: exact.
     """
     from certified.fields.examples import EXAMPLES
-    from certified.io import prefixed_errors, read_json
+    from certified.io import prefixed_errors, read_json, validate_json
 
     if isinstance(source, str) and source in EXAMPLES:
         if time is None:
@@ -345,6 +347,7 @@ def read_field(source: Any, *, time: Any = None) -> PiecewiseField:
         )
     obj = read_json(source)
     with prefixed_errors(source):
+        validate_json(obj, "field", error=FieldError, shape_error=FieldError)
         return PiecewiseField.from_json(obj, time=time)
 
 

@@ -52,6 +52,7 @@ from certified.io import (
     exact_vector,
     prefixed_errors,
     read_json,
+    validate_json,
 )
 
 __all__ = ["DEFAULT_LEAKY_SLOPE", "Activation", "Piece", "Schedule"]
@@ -549,7 +550,8 @@ class Schedule:
         ----------
         source : dict, str or os.PathLike
             A dict is the parsed object; a str or path names a JSON file (read strictly by
-            :func:`certified.io.read_json`).
+            :func:`certified.io.read_json`, its structure checked against the shipped JSON
+            Schema ``schedule`` by :func:`certified.io.validate_json`).
 
             ``{"dimension": d, "activation": name, "pieces": [{"duration": t, "W": d×p,
             "A": p×d, "b": p}, ...]}`` plus ``"slope"`` for ``leaky_relu`` (optional).
@@ -575,6 +577,7 @@ class Schedule:
         if isinstance(source, (str, os.PathLike)):
             obj = read_json(source)
             with prefixed_errors(source):
+                validate_json(obj, "schedule", bound_error=ShapeError)
                 return cls._from_object(obj)
         return cls._from_object(source)
 
