@@ -7,6 +7,12 @@ inner sums ``Σ_j b_j E_ij`` and ``Σ_i a_i E_ij`` with every operation rounded 
 (``dn``/``up``, proofs/bounds.md#pred-succ) and the exponential enclosed by the proved kernel of
 :mod:`certified.arith._kernels` (proofs/bounds.md#exp-taylor, #widening); never ``np.exp``.
 proof: proofs/bounds.md#eot-sums
+
+Each row is done in three loops over j (enclosed exponentials into two row buffers, then the
+column accumulations, then the row sum in four directed partial sums) so that the compiler
+can vectorise the first two; the helpers are inlined (``inline="always"``: a numba call that
+is not inlined costs more than the whole entry). Numba compiles without ``fastmath``: no
+reassociation, no FMA contraction (checked at import by :mod:`certified.arith.fpu`).
 """
 
 from __future__ import annotations
@@ -14,59 +20,104 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from certified.arith._kernels import ETA, PHI, _exp_point, dn, up
+from certified.arith._kernels import (
+    E_EXP,
+    ETA,
+    EXP_ARG_MAX,
+    EXP_ARG_MIN,
+    MAX_DOUBLE,
+    PHI,
+    _exp_approx,
+    dn,
+    up,
+)
+from certified.transport._costs import TINY  # the floor of proofs/bounds.md#w-sqdist
 
-__all__ = ["gibbs_sums", "gibbs_sums_sq"]
+__all__ = ["gibbs_sums", "gibbs_sums_s", "gibbs_sums_sq"]
 
 SPLIT = 134217729.0  # 2^27 + 1, Veltkamp's splitting constant
 SMALL = 2.0**-450  # below it Dekker's product may underflow: the square is bounded instead
 
+_inline = njit(cache=True, error_model="numpy", inline="always")
+_jit = njit(cache=True, error_model="numpy")
 
-@njit(cache=True, error_model="numpy")
-def _exp_pair(tlo, thi):  # pragma: no cover - compiled
-    """Bounds ``elo <= exp(tlo)``, ``exp(thi) <= ehi`` from one kernel call at ``thi``:
-    exp(tlo) = exp(thi) e^{-(thi - tlo)} >= lo(exp(thi)) (1 - (thi - tlo)).
-    proof: proofs/bounds.md#eot-sums"""
-    lo, hi, good = _exp_point(thi)
+
+@_inline
+def _enclose_exp(tlo, thi):  # pragma: no cover - compiled
+    """Bounds ``elo <= exp(tlo)``, ``exp(thi) <= ehi`` (tlo <= thi) from one kernel value at
+    ``thi``: exp(tlo) = exp(thi) e^{-(thi - tlo)} >= lo(exp(thi)) (1 - (thi - tlo)); ``bad``
+    when the argument overflows, the bound is not finite or the kernel's precondition fails.
+    proof: proofs/bounds.md#eot-sums (#exp-taylor, #widening)"""
+    y, broken = _exp_approx(thi)
+    t = E_EXP * y + 2.0 * ETA
+    lo = max(0.0, dn(y - t))
+    hi = up(y + t)
+    below = thi <= EXP_ARG_MIN  # exp(thi) < 2^-1074
+    lo = 0.0 if below else lo
+    hi = ETA if below else hi
+    bad = broken | (thi > EXP_ARG_MAX) | (not abs(hi) <= MAX_DOUBLE)  # no branches
     w = up(thi - tlo)
     elo = dn(lo * dn(1.0 - w)) if w < 1.0 else 0.0
-    return max(elo, 0.0), hi, good
+    return max(elo, 0.0), hi, bad
 
 
-@njit(cache=True, error_model="numpy")
+@_inline
+def _scale_exponent(zlo, zhi, ilo, ihi):  # pragma: no cover - compiled
+    """Bounds on z/γ for z ∈ [zlo, zhi] and 1/γ ∈ [ilo, ihi], 0 < ilo."""
+    tlo = dn(zlo * (ilo if zlo >= 0.0 else ihi))
+    thi = up(zhi * (ihi if zhi >= 0.0 else ilo))
+    return tlo, thi
+
+
+@_inline
+def _accumulate(elo, ehi, ai_lo, ai_hi, blo, bhi, col_lo, col_hi):  # pragma: no cover
+    """Adds ``a_i E_ij`` to the column bounds and returns the bounds of ``Σ_j b_j E_ij``;
+    all terms are >= 0 and every partial sum is rounded outward, in any grouping."""
+    m = elo.shape[0]
+    for j in range(m):
+        col_lo[j] = dn(col_lo[j] + dn(ai_lo * elo[j]))
+        col_hi[j] = up(col_hi[j] + up(ai_hi * ehi[j]))
+    s0 = s1 = s2 = s3 = 0.0
+    h0 = h1 = h2 = h3 = 0.0
+    m4 = m - m % 4
+    for j in range(0, m4, 4):
+        s0 = dn(s0 + dn(blo[j] * elo[j]))
+        s1 = dn(s1 + dn(blo[j + 1] * elo[j + 1]))
+        s2 = dn(s2 + dn(blo[j + 2] * elo[j + 2]))
+        s3 = dn(s3 + dn(blo[j + 3] * elo[j + 3]))
+        h0 = up(h0 + up(bhi[j] * ehi[j]))
+        h1 = up(h1 + up(bhi[j + 1] * ehi[j + 1]))
+        h2 = up(h2 + up(bhi[j + 2] * ehi[j + 2]))
+        h3 = up(h3 + up(bhi[j + 3] * ehi[j + 3]))
+    for j in range(m4, m):
+        s0 = dn(s0 + dn(blo[j] * elo[j]))
+        h0 = up(h0 + up(bhi[j] * ehi[j]))
+    return dn(dn(s0 + s1) + dn(s2 + s3)), up(up(h0 + h1) + up(h2 + h3))
+
+
+@_jit
 def _sums(f, g, clo, chi, ilo, ihi, alo, ahi, blo, bhi):  # pragma: no cover - compiled
     n, m = clo.shape
-    row_lo = np.zeros(n)
-    row_hi = np.zeros(n)
-    col_lo = np.zeros(m)
-    col_hi = np.zeros(m)
-    ok = True
+    row_lo, row_hi = np.empty(n), np.empty(n)
+    col_lo, col_hi = np.zeros(m), np.zeros(m)
+    elo, ehi = np.empty(m), np.empty(m)
+    bad = False
     for i in range(n):
-        slo = 0.0
-        shi = 0.0
         fi = f[i]
-        ai_lo = alo[i]
-        ai_hi = ahi[i]
         for j in range(m):
             s = fi + g[j]
             zlo = dn(dn(s) - chi[i, j])
             zhi = up(up(s) - clo[i, j])
-            tlo = dn(zlo * (ilo if zlo >= 0.0 else ihi))  # times 1/γ ∈ [ilo, ihi], ilo > 0
-            thi = up(zhi * (ihi if zhi >= 0.0 else ilo))
-            elo, ehi, good = _exp_pair(tlo, thi)
-            ok = ok and good
-            slo = dn(slo + dn(blo[j] * elo))
-            shi = up(shi + up(bhi[j] * ehi))
-            col_lo[j] = dn(col_lo[j] + dn(ai_lo * elo))
-            col_hi[j] = up(col_hi[j] + up(ai_hi * ehi))
-        row_lo[i] = slo
-        row_hi[i] = shi
-    return row_lo, row_hi, col_lo, col_hi, ok
+            tlo, thi = _scale_exponent(zlo, zhi, ilo, ihi)
+            elo[j], ehi[j], b_ = _enclose_exp(tlo, thi)
+            bad |= b_
+        row_lo[i], row_hi[i] = _accumulate(elo, ehi, alo[i], ahi[i], blo, bhi, col_lo, col_hi)
+    return row_lo, row_hi, col_lo, col_hi, not bad
 
 
 def gibbs_sums(f, g, clo, chi, inv_gamma, a_iv, b_iv):
     """Enclosures ``[row_lo, row_hi] ∋ Σ_j b_j E_ij`` and ``[col_lo, col_hi] ∋ Σ_i a_i E_ij``
-    with ``E_ij = exp((f_i + g_j − c_ij)/γ)``; ``ok`` is False when an exponential overflows.
+    with ``E_ij = exp((f_i + g_j − C_ij)/γ)``; ``ok`` is False when an exponential overflows.
 
     ``inv_gamma``: doubles ``(ilo, ihi)`` around ``1/γ``; ``a_iv``, ``b_iv``: pairs of arrays of
     doubles around the weights (``0 <= lo``).
@@ -75,10 +126,51 @@ def gibbs_sums(f, g, clo, chi, inv_gamma, a_iv, b_iv):
     """
     f = np.ascontiguousarray(f, dtype=np.float64)
     g = np.ascontiguousarray(g, dtype=np.float64)
+    clo = np.ascontiguousarray(clo, dtype=np.float64)
+    chi = np.ascontiguousarray(chi, dtype=np.float64)
     return _sums(f, g, clo, chi, float(inv_gamma[0]), float(inv_gamma[1]), *a_iv, *b_iv)
 
 
-@njit(cache=True, error_model="numpy")
+@_jit
+def _sums_s(f, g, S, kappa, kup, ilo, ihi, alo, ahi, blo, bhi):  # pragma: no cover - compiled
+    n, m = S.shape
+    row_lo, row_hi = np.empty(n), np.empty(n)
+    col_lo, col_hi = np.zeros(m), np.zeros(m)
+    elo, ehi = np.empty(m), np.empty(m)
+    bad = False
+    for i in range(n):
+        fi = f[i]
+        for j in range(m):
+            s2 = S[i, j]  # cost bounds of proofs/bounds.md#w-sqdist
+            big = s2 >= TINY
+            clo = s2 * kappa if big else 0.0
+            chi = s2 * kup if big else 2.0 * TINY
+            s = fi + g[j]
+            zlo = dn(dn(s) - chi)
+            zhi = up(up(s) - clo)
+            tlo, thi = _scale_exponent(zlo, zhi, ilo, ihi)
+            elo[j], ehi[j], b_ = _enclose_exp(tlo, thi)
+            bad |= b_
+        row_lo[i], row_hi[i] = _accumulate(elo, ehi, alo[i], ahi[i], blo, bhi, col_lo, col_hi)
+    return row_lo, row_hi, col_lo, col_hi, not bad
+
+
+def gibbs_sums_s(f, g, S, kappa_K, inv_gamma, a_iv, b_iv):
+    """As :func:`gibbs_sums` for the cost ``|x_i - y_j|^2`` of double points, from the float
+    squared distances ``S`` (``transport._costs.squared_distances``) and ``kappa_K`` =
+    ``(κ_d, K_d)``: the cost bounds ``fl(κ_d ŝ) <= c <= fl(K_d ŝ)`` of
+    proofs/bounds.md#w-sqdist are formed entry by entry instead of as two n × m matrices.
+
+    Guarantee: encloses, when ``ok``.
+    """
+    f = np.ascontiguousarray(f, dtype=np.float64)
+    g = np.ascontiguousarray(g, dtype=np.float64)
+    S = np.ascontiguousarray(S, dtype=np.float64)
+    kappa, kup = (float(k) for k in kappa_K)
+    return _sums_s(f, g, S, kappa, kup, float(inv_gamma[0]), float(inv_gamma[1]), *a_iv, *b_iv)
+
+
+@_inline
 def _two_sum(a, b):  # pragma: no cover - compiled
     # Knuth: s + e == a + b exactly (proofs/bounds.md#two-sum)
     s = a + b
@@ -86,7 +178,7 @@ def _two_sum(a, b):  # pragma: no cover - compiled
     return s, (a - (s - z)) + (b - z)
 
 
-@njit(cache=True, error_model="numpy")
+@_inline
 def _two_square(a):  # pragma: no cover - compiled
     # Dekker / Veltkamp: p + e == a * a exactly for SMALL <= |a| <= 2^500
     c = SPLIT * a
@@ -96,7 +188,7 @@ def _two_square(a):  # pragma: no cover - compiled
     return p, ((hi * hi - p) + 2.0 * hi * lo) + lo * lo
 
 
-@njit(cache=True, error_model="numpy")
+@_inline
 def _exponent(fi, gj, X, YT, i, j):  # pragma: no cover - compiled
     """(zlo, zhi) around f_i + g_j - |x_i - y_j|^2; proof: proofs/bounds.md#eot-exponent."""
     d = X.shape[1]
@@ -119,31 +211,52 @@ def _exponent(fi, gj, X, YT, i, j):  # pragma: no cover - compiled
     return dn(dn(z) - bound), up(up(z) + bound)
 
 
-@njit(cache=True, error_model="numpy")
-def _sums_sq(f, g, X, YT, ilo, ihi, alo, ahi, blo, bhi):  # pragma: no cover - compiled
-    n = X.shape[0]
+@_inline
+def _exponents_row(fi, g, X, YT, i, acc, rest, total, extra):  # pragma: no cover - compiled
+    """The construction of :func:`_exponent` for row i and all j at once, coordinate by
+    coordinate (loops over j without branches, so that they vectorise); leaves
+    ``z_j = acc_j + rest_j`` with the error terms ``total_j``, ``extra_j``."""
     m = YT.shape[1]
-    row_lo = np.zeros(n)
-    row_hi = np.zeros(n)
-    col_lo = np.zeros(m)
-    col_hi = np.zeros(m)
-    ok = True
-    for i in range(n):
-        slo = 0.0
-        shi = 0.0
+    for j in range(m):
+        acc[j], rest[j] = _two_sum(fi, g[j])
+        total[j] = abs(rest[j])
+        extra[j] = 0.0
+    for k in range(X.shape[1]):
+        xk = X[i, k]
         for j in range(m):
-            zlo, zhi = _exponent(f[i], g[j], X, YT, i, j)
-            tlo = dn(zlo * (ilo if zlo >= 0.0 else ihi))
-            thi = up(zhi * (ihi if zhi >= 0.0 else ilo))
-            elo, ehi, good = _exp_pair(tlo, thi)
-            ok = ok and good
-            slo = dn(slo + dn(blo[j] * elo))
-            shi = up(shi + up(bhi[j] * ehi))
-            col_lo[j] = dn(col_lo[j] + dn(alo[i] * elo))
-            col_hi[j] = up(col_hi[j] + up(ahi[i] * ehi))
-        row_lo[i] = slo
-        row_hi[i] = shi
-    return row_lo, row_hi, col_lo, col_hi, ok
+            dh, dl = _two_sum(xk, -YT[k, j])
+            ph, pl = _two_square(dh)
+            small = not abs(dh) >= SMALL
+            ph = 0.0 if small else ph
+            pl = 0.0 if small else pl
+            extra[j] += 2.0**-898 if small else 0.0
+            cross = dl * (2.0 * dh + dl)
+            acc[j], e = _two_sum(acc[j], -ph)
+            rest[j] = ((rest[j] + e) - pl) - cross
+            total[j] = ((total[j] + abs(e)) + abs(pl)) + abs(cross)
+
+
+@_jit
+def _sums_sq(f, g, X, YT, ilo, ihi, alo, ahi, blo, bhi):  # pragma: no cover - compiled
+    n, d = X.shape
+    m = YT.shape[1]
+    row_lo, row_hi = np.empty(n), np.empty(n)
+    col_lo, col_hi = np.zeros(m), np.zeros(m)
+    elo, ehi = np.empty(m), np.empty(m)
+    acc, rest, total, extra = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
+    factor = (3 * d + 5) * PHI
+    floor = 8.0 * (d + 1) * ETA
+    bad = False
+    for i in range(n):
+        _exponents_row(f[i], g, X, YT, i, acc, rest, total, extra)
+        for j in range(m):  # proof: proofs/bounds.md#eot-exponent (the bound B)
+            z = acc[j] + rest[j]
+            bound = up(up(factor * total[j]) + (extra[j] + floor))
+            tlo, thi = _scale_exponent(dn(dn(z) - bound), up(up(z) + bound), ilo, ihi)
+            elo[j], ehi[j], b_ = _enclose_exp(tlo, thi)
+            bad |= b_
+        row_lo[i], row_hi[i] = _accumulate(elo, ehi, alo[i], ahi[i], blo, bhi, col_lo, col_hi)
+    return row_lo, row_hi, col_lo, col_hi, not bad
 
 
 def gibbs_sums_sq(f, g, X, Y, inv_gamma, a_iv, b_iv):

@@ -28,7 +28,7 @@ import numpy as np
 
 from certified.arith.ball import endpoints, precision
 from certified.arith.exact import fmpq_array_to_float, fmpq_to_float, to_fmpq
-from certified.entropic._gibbs import gibbs_sums, gibbs_sums_sq
+from certified.entropic._gibbs import gibbs_sums, gibbs_sums_s, gibbs_sums_sq
 from certified.entropic._sinkhorn import solve_potentials
 from certified.errors import DomainError, InputError, RangeOverflowError, ShapeError
 from certified.transport._costs import TINY, CostBounds
@@ -132,23 +132,39 @@ def _weight_bounds(m: Measure) -> tuple[np.ndarray, np.ndarray]:
     return fmpq_array_to_float(m.weights, "down"), fmpq_array_to_float(m.weights, "up")
 
 
+def _live(m: Measure) -> np.ndarray:
+    """The atoms of positive weight (exact test)."""
+    return np.ones(m.n, dtype=bool) if m.uniform else np.asarray([w > 0 for w in m.weights])
+
+
 def enclosed_sums(costs: CostBounds, gamma: flint.fmpq, f: np.ndarray, g: np.ndarray):
-    """Enclosures of the inner Gibbs sums (proofs/bounds.md#eot-sums) and the cost upper
-    bounds ``chi``; the error-free exponent (#eot-exponent) for q = 2, double points and
-    ``max cost / γ > 100`` (where the cost's rounding would dominate the gap).
+    """Enclosures of the inner Gibbs sums (proofs/bounds.md#eot-sums) and ``cmax``, a double
+    ``>= C_ij`` for every pair of atoms of positive weight; the error-free exponent
+    (#eot-exponent) for q = 2, double points and ``max cost / γ > 100`` (where the cost's
+    rounding would dominate the gap); for q = 2 and double points otherwise, the cost bounds
+    of #w-sqdist formed entry by entry.
 
     Guarantee: encloses (raises RangeOverflowError when an exponential overflows)."""
     mu, nu = costs.mu, costs.nu
-    _, clo, chi = _cost_matrices(costs)
     inv = (fmpq_to_float(1 / gamma, "down"), fmpq_to_float(1 / gamma, "up"))
     a_iv, b_iv = _weight_bounds(mu), _weight_bounds(nu)
-    if costs.q == 2 and costs.exact_float and chi.max() * inv[1] > 100:
-        *sums, ok = gibbs_sums_sq(f, g, mu.points_lo, nu.points_lo, inv, a_iv, b_iv)
+    live_a, live_b = _live(mu), _live(nu)
+    if costs._S is not None and costs.q == 2:
+        S = costs._S
+        smax = float(S.max() if live_a.all() and live_b.all() else S[np.ix_(live_a, live_b)].max())
+        # fl(K_d ŝ) is non-decreasing in ŝ: the largest upper bound of #w-sqdist
+        cmax = smax * costs.K if smax >= TINY else 2 * TINY
+        if cmax * inv[1] > 100:
+            *sums, ok = gibbs_sums_sq(f, g, mu.points_lo, nu.points_lo, inv, a_iv, b_iv)
+        else:
+            *sums, ok = gibbs_sums_s(f, g, S, (costs.kappa, costs.K), inv, a_iv, b_iv)
     else:
+        _, clo, chi = _cost_matrices(costs)
+        cmax = float(chi[np.ix_(live_a, live_b)].max())
         *sums, ok = gibbs_sums(f, g, clo, chi, inv, a_iv, b_iv)
     if not ok:
         raise RangeOverflowError("potentials: exp((f_i + g_j - c_ij)/gamma) overflows float64")
-    return sums, chi
+    return sums, cmax
 
 
 def _round(x: flint.fmpq, up: bool, bits: int = 80) -> flint.fmpq:
@@ -161,36 +177,73 @@ def _round(x: flint.fmpq, up: bool, bits: int = 80) -> flint.fmpq:
     return flint.fmpq(k, 1 << e) if e >= 0 else flint.fmpq(k * (1 << -e))
 
 
-def _ball(lo: float, hi: float) -> flint.arb:
+def _ball(lo, hi) -> flint.arb:
+    """The arb ball of the exact interval [lo, hi] (doubles or fmpq; current precision)."""
     return flint.arb(lo).union(flint.arb(hi))
 
 
-def _assemble(mu, nu, gamma, f, g, chi, sums):
-    """(lower, upper, t) from the enclosed inner sums; mirrors the checker's formulas."""
+def _dyadics(x: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """Integers k and exponents e with x = k 2^e exactly (float64 array)."""
+    m, e = np.frexp(x)
+    return np.ldexp(m, 53).astype(np.int64).tolist(), e.astype(np.int64) - 53
+
+
+def _exact_dot(x: np.ndarray, y: np.ndarray) -> flint.fmpq:
+    """``Σ_k x_k y_k`` exactly (float64 arrays: each product is an exact dyadic). Exact."""
+    keep = (x != 0) & (y != 0)
+    if not keep.any():
+        return flint.fmpq(0)
+    kx, ex = _dyadics(x[keep])
+    ky, ey = _dyadics(y[keep])
+    e = ex + ey
+    emin = int(e.min())
+    shifts = (e - emin).tolist()
+    total = sum((a * b) << s for a, b, s in zip(kx, ky, shifts, strict=True))
+    scale = flint.fmpz(2) ** abs(emin)
+    return flint.fmpq(total) * scale if emin >= 0 else flint.fmpq(total, scale)
+
+
+def _weighted_dot(m: Measure, x: np.ndarray, y: np.ndarray) -> flint.fmpq:
+    """``Σ_k w_k x_k y_k`` exactly for the weights w of ``m`` (grouped by equal weights)."""
+    if m.uniform:
+        return m.weights[0] * _exact_dot(x, y)
+    groups: dict[flint.fmpq, list[int]] = {}
+    for k, w in enumerate(m.weights.tolist()):
+        if w != 0:
+            groups.setdefault(w, []).append(k)
+    return sum((w * _exact_dot(x[idx], y[idx]) for w, idx in groups.items()), flint.fmpq(0))
+
+
+def _assemble(mu, nu, gamma, f, g, cmax, sums):
+    """(lower, upper, t) from the enclosed inner sums; the checker's formulas, with every sum
+    over the n + m atoms done exactly (rationals) and arb balls only for the few scalars."""
     row_lo, row_hi, col_lo, col_hi = sums
-    a, b = mu.weights, nu.weights
-    ga = flint.arb(gamma)
-    rows = [_ball(lo, hi) * flint.arb(w) for lo, hi, w in zip(row_lo, row_hi, a, strict=True)]
-    cols = [_ball(lo, hi) * flint.arb(w) for lo, hi, w in zip(col_lo, col_hi, b, strict=True)]
-    M = sum(rows, flint.arb(0))
-    # proof: proofs/bounds.md#eot-dual
-    dual = weighted_exact_sum(a, f, mu.uniform) + weighted_exact_sum(b, g, nu.uniform)
-    lower = flint.arb(dual) - ga * (M - 1)
-    # proof: proofs/bounds.md#eot-primal
-    ratios = [r / flint.arb(w) for r, w in zip(rows + cols, list(a) + list(b), strict=True) if w]
-    t_hi = max(endpoints(x)[1] for x in ratios)
-    t = _round(t_hi * (1 + flint.fmpq(1, 2**60)), up=True, bits=64)
-    live_a, live_b = np.asarray([w > 0 for w in a]), np.asarray([w > 0 for w in b])
-    cmax = float(chi[np.ix_(live_a, live_b)].max())
-    wmin = max(min(w for w in a if w > 0), min(w for w in b if w > 0))
+    ones_a, ones_b = np.ones(mu.n), np.ones(nu.n)
+    # M = Σ_i a_i ρ_i = Σ_j b_j κ_j (ρ_i = r_i / a_i ∈ [row_lo_i, row_hi_i], κ_j likewise):
+    # both enclosures hold, so their intersection does
+    M_lo = max(_weighted_dot(mu, ones_a, row_lo), _weighted_dot(nu, ones_b, col_lo))
+    M_hi = min(_weighted_dot(mu, ones_a, row_hi), _weighted_dot(nu, ones_b, col_hi))
+    # proof: proofs/bounds.md#eot-dual (exact except for M)
+    dual = weighted_exact_sum(mu.weights, f, mu.uniform)
+    dual += weighted_exact_sum(nu.weights, g, nu.uniform)
+    lower = dual - gamma * (M_hi - 1)
+    # proof: proofs/bounds.md#eot-primal; r_i / a_i <= row_hi_i, c_j / b_j <= col_hi_j
+    live_a, live_b = _live(mu), _live(nu)
+    t_hi = max(float(row_hi[live_a].max()), float(col_hi[live_b].max()))
+    t = _round(flint.fmpq(*t_hi.as_integer_ratio()) * (1 + flint.fmpq(1, 2**60)), up=True, bits=64)
+    # Σ f_i r_i + Σ g_j c_j: per term the end of [row_lo_i, row_hi_i] that bounds f_i ρ_i
+    mass_lo = _weighted_dot(mu, f, np.where(f >= 0, row_lo, row_hi))
+    mass_lo += _weighted_dot(nu, g, np.where(g >= 0, col_lo, col_hi))
+    mass_hi = _weighted_dot(mu, f, np.where(f >= 0, row_hi, row_lo))
+    mass_hi += _weighted_dot(nu, g, np.where(g >= 0, col_hi, col_lo))
+    wmin = max(min(w for w in mu.weights if w > 0), min(w for w in nu.weights if w > 0))
+    ga, ta, M = flint.arb(gamma), flint.arb(t), _ball(M_lo, M_hi)
     H = flint.arb(cmax) + ga * (1 - flint.arb(wmin).log())
-    ta = flint.arb(t)
-    fg = np.concatenate([f, g]).tolist()
-    mass = sum((flint.arb(v) * r for v, r in zip(fg, rows + cols, strict=True)), flint.arb(0))
-    upper = (mass - ga * ta.log() * M) / ta + (1 - M / ta) * H
-    lo, up = endpoints(lower)[0], endpoints(upper)[1]
+    upper = (_ball(mass_lo, mass_hi) - ga * ta.log() * M) / ta + (1 - M / ta) * H
+    up = endpoints(upper)[1]
     margin = flint.fmpq(1, 2**64)  # covers the checker's own rounding (128-bit balls)
-    return _round(lo - margin * (1 + abs(lo)), False), _round(up + margin * (1 + abs(up)), True), t
+    lo = _round(lower - margin * (1 + abs(lower)), False)
+    return lo, _round(up + margin * (1 + abs(up)), True), t
 
 
 def _repair(sums, gamma, f, g, a, b):
@@ -249,14 +302,14 @@ def certify_potentials(
             "potentials: |f| / gamma or |g| / gamma above 2^48; rescale the costs or raise gamma"
         )
     costs = costs or CostBounds(mu, nu, qq)
-    sums, chi = enclosed_sums(costs, gam, f, g)
+    sums, cmax = enclosed_sums(costs, gam, f, g)
     with precision(PREC):
-        lower, upper, t = _assemble(mu, nu, gam, f, g, chi, sums)
+        lower, upper, t = _assemble(mu, nu, gam, f, g, cmax, sums)
     if repair and upper - lower > REPAIR_ABOVE * abs(upper):
         x, y = _repair(sums, gam, f, g, mu.weights_float, nu.weights_float)
-        sums, chi = enclosed_sums(costs, gam, x, y)
+        sums, cmax = enclosed_sums(costs, gam, x, y)
         with precision(PREC):
-            lo2, up2, t2 = _assemble(mu, nu, gam, x, y, chi, sums)
+            lo2, up2, t2 = _assemble(mu, nu, gam, x, y, cmax, sums)
         if up2 - lo2 < upper - lower:
             f, g, lower, upper, t = x, y, lo2, up2, t2
     return EntropicBounds(mu, nu, gam, qq, lower, upper, f, g, t, dict(info or {}))
