@@ -1,165 +1,238 @@
 """Untrusted float64 producers of entropic dual potentials (heuristics only).
 
-:func:`solve_potentials` runs Sinkhorn in the stabilised (absorbing) form of Schmitzer (2019)
-inside an ε-scaling loop (γ' = 4^j γ down to γ, warm-started), and polishes each stage with
-Newton steps on the dual (Sinkhorn–Newton, Brauer, Clason, Lorenz and Wirth 2017) under a trust
-radius, whose fast local convergence reaches marginal errors near the float64 floor where plain
-Sinkhorn needs thousands of sweeps at small γ.
+:func:`solve_potentials` runs an ε-scaling loop (γ' = 4^j γ down to γ, warm-started; Schmitzer
+2019). Each stage builds the kernel ``K = exp((f ⊕ g − C)/γ')`` once (potentials absorbed), runs
+Sinkhorn sweeps while they converge fast, then Newton steps on the dual (Sinkhorn–Newton,
+Brauer, Clason, Lorenz and Wirth 2017) whose systems are solved by conjugate gradients
+preconditioned with a Cholesky factor of a truncated Schur complement, refactored only when the
+iteration count grows. Every pass over the n × m kernel is one compiled read
+(:mod:`certified.entropic._passes`). At the end the potentials are lowered where the plan's
+rows or columns exceed the marginals (the Altschuler–Weed–Rigollet rounding carried by the
+potentials), so the certified scale t is about 1.
 :func:`sinkhorn_iterates` returns the plain log-domain iterates for the rate experiments.
 Nothing here is trusted: the certified bounds hold for whatever potentials come out.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
-from scipy.special import logsumexp
+
+from certified.entropic import _passes as ps
 
 __all__ = ["c_transform_f", "c_transform_g", "sinkhorn_iterates", "solve_potentials"]
 
-FLOOR = 1e-15  # L1 marginal error at which the sweeps stop (near the float64 floor)
-NEWTON_FLOOR = 1e-14  # below it a Newton step (n^3 work) cannot improve the float plan
+FLOOR = 1e-14  # L1 marginal error at which the last stage stops (near the float64 floor)
+STAGE_FLOOR = 1e-4  # the same for the warm-up stages
 CAP = 10.0  # largest change of a potential in one Newton step, in units of γ
-ABSORB = 1e30  # scalings beyond [1/ABSORB, ABSORB] are absorbed into the potentials
+CLIP = -400.0  # exponents below it are raised to it (keeps subnormals out of the passes)
+REBASE = 100.0  # |log u|, |log v| above it: absorb the scalings and rebuild the kernel
+NEWTON_AFTER = 100  # predicted sweeps to the floor above which Newton takes over
+TRUNCATE = 1e-4  # the preconditioner drops plan entries below TRUNCATE * row sum
+REFACTOR = 30  # CG iterations above which the preconditioner is refactored
+
+
+def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
+    top = np.max(x, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.log(np.sum(np.exp(x - top), axis=axis)) + np.squeeze(top, axis=axis)
 
 
 def c_transform_f(g, C, b, gamma):
     """``f_i = -γ log Σ_j b_j exp((g_j - C_ij)/γ)`` (a Sinkhorn half-step). Guarantee: none."""
     with np.errstate(divide="ignore"):
         lb = np.log(b)
-    return -gamma * logsumexp(lb[None, :] + (g[None, :] - C) / gamma, axis=1)
+    return -gamma * _logsumexp(lb[None, :] + (g[None, :] - C) / gamma, axis=1)
 
 
 def c_transform_g(f, C, a, gamma):
     """``g_j = -γ log Σ_i a_i exp((f_i - C_ij)/γ)``. Guarantee: none."""
     with np.errstate(divide="ignore"):
         la = np.log(a)
-    return -gamma * logsumexp(la[:, None] + (f[:, None] - C) / gamma, axis=0)
+    return -gamma * _logsumexp(la[:, None] + (f[:, None] - C) / gamma, axis=0)
 
 
-def _plan(f, g, C, a, b, gamma):
-    with np.errstate(under="ignore", over="ignore"):
-        return np.exp((f[:, None] + g[None, :] - C) / gamma) * a[:, None] * b[None, :]
+def _kernel(f, g, C, gamma):
+    Z = np.subtract(f[:, None], C)
+    Z += g[None, :]
+    Z *= 1.0 / gamma
+    np.maximum(Z, CLIP, out=Z)
+    with np.errstate(over="ignore"):
+        return np.exp(Z, out=Z)
 
 
-def _error(P, a, b) -> float:
-    return float(np.abs(P.sum(1) - a).sum() + np.abs(P.sum(0) - b).sum())
+class _Stage:
+    """One regularisation: kernel K for base potentials (f, g), scalings u, v (the plan is
+    diag(a u) K diag(b v), the potentials f + γ log u, g + γ log v), and pass counters."""
 
+    def __init__(self, f, g, C, a, b, gamma, counts):
+        self.f, self.g, self.C, self.a, self.b, self.gamma = f, g, C, a, b, gamma
+        self.counts = counts
+        self.K = _kernel(f, g, C, gamma)
+        self.u, self.v = np.ones(len(a)), np.ones(len(b))
 
-def _dual(f, g, P, a, b, gamma) -> float:
-    return float(f @ a + g @ b - gamma * (P.sum() - 1.0))
-
-
-def _scaling(f, g, C, a, b, gamma, max_sweeps, min_sweeps=20, floor=FLOOR):
-    """Stabilised Sinkhorn while it converges fast enough: it stops at the float floor, or
-    when the observed linear rate predicts more sweeps to the floor than a few Newton steps
-    cost (one Newton step ~ min(n, m) / 4 sweeps of work; three are budgeted). Returns f, g,
-    sweeps."""
-    newton_cost = 3 * max(20, min(len(a), len(b)) // 4)
-    sweeps, history = 0, []
-    while sweeps < max_sweeps:
-        K = _plan(f, g, C, a, b, gamma)
-        u, v = np.ones(len(a)), np.ones(len(b))
-        stop = False
-        for _ in range(200):
-            sweeps += 1
-            u = a / (K @ v)
-            c = K.T @ u
-            err = float(np.abs(c * v - b).sum())
-            v = b / c
-            history.append(err)
-            if err <= floor or sweeps >= max_sweeps or not np.isfinite(err):
-                stop = True
-            elif len(history) >= min_sweeps:
-                rho = (history[-1] / history[-11]) ** 0.1 if history[-11] > 0 else 0.0
-                ahead = np.log(floor / err) / np.log(rho) if 0 < rho < 1 else np.inf
-                stop = ahead > newton_cost
-            if stop or not np.all(np.abs(np.log(u)) < np.log(ABSORB)):
-                break
+    def potentials(self):
         with np.errstate(divide="ignore"):
-            f, g = f + gamma * np.log(u), g + gamma * np.log(v)
+            f = self.f + self.gamma * np.log(self.u)
+            g = self.g + self.gamma * np.log(self.v)
         if not (np.all(np.isfinite(f)) and np.all(np.isfinite(g))):
             raise FloatingPointError("Sinkhorn scalings left the float64 range")
-        if stop:
-            break
-    return f, g, sweeps
+        return f, g
 
+    def rebase(self):
+        """Absorb the scalings into the potentials when they grow (kernel rebuilt)."""
+        big = max(np.abs(np.log(self.u)).max(), np.abs(np.log(self.v)).max())
+        if not big > REBASE:  # also when NaN: potentials() then raises
+            return False
+        self.f, self.g = self.potentials()
+        self.K = _kernel(self.f, self.g, self.C, self.gamma)
+        self.u[:], self.v[:] = 1.0, 1.0
+        return True
 
-def _newton(f, g, C, a, b, gamma, max_steps=200, floor=FLOOR):
-    """Newton steps on the concave dual (the Schur complement on g, regularised along its
-    null direction 1), with backtracking on the dual value; stops at the float floor or when
-    the marginal error stagnates there."""
-    P = _plan(f, g, C, a, b, gamma)
-    err, D, steps = _error(P, a, b), _dual(f, g, P, a, b, gamma), 0
-    radius = CAP * gamma  # a trust radius: grows after full steps, shrinks after halvings
-    while steps < max_steps and err > max(floor, NEWTON_FLOOR):
-        r, c = P.sum(1), P.sum(0)
-        Q = P / r[:, None]
-        # + 1/m fixes the null direction 1; (1 + 1e-10) c on the diagonal keeps S invertible
-        # when the plan splits into blocks (small γ), whose relative shifts are left to the
-        # trust radius (Levenberg-Marquardt)
-        S = np.diag(c * (1 + 1e-10)) - P.T @ Q + 1.0 / len(b)
-        rhs = gamma * (b - c) - Q.T @ (gamma * (a - r))
-        try:
-            dg = np.linalg.solve(S, rhs)
-        except np.linalg.LinAlgError:
-            break
-        df = (gamma * (a - r) - P @ dg) / r
-        # near-block-diagonal plans (small γ) make S nearly singular: a full step along those
-        # directions is meaningless, so a step never moves a potential by more than the radius
-        big = max(np.abs(df).max(), np.abs(dg).max())
-        step, accepted = min(1.0, radius / big) if big > 0 else 1.0, False
-        for tries in range(30):  # noqa: B007 (read after the loop)
-            f1, g1 = f + step * df, g + step * dg
-            P1 = _plan(f1, g1, C, a, b, gamma)
-            e1, D1 = _error(P1, a, b), _dual(f1, g1, P1, a, b, gamma)
-            if np.isfinite(e1) and (e1 < err or D1 > D + 1e-15 * abs(D)):
-                accepted = True
+    def sums(self):
+        self.counts["passes"] += 1
+        al, be = self.a * self.u, self.b * self.v
+        r, c = ps.plan_sums(self.K, al, be)
+        return al, be, r, c, float(np.abs(r - self.a).sum() + np.abs(c - self.b).sum())
+
+    def dual(self, r):
+        f, g = self.potentials()
+        return float(f @ self.a + g @ self.b - self.gamma * (r.sum() - 1.0))
+
+    def sinkhorn(self, floor, max_sweeps, min_sweeps=20):
+        """Sweeps until the floor, or until the observed linear rate predicts more than
+        NEWTON_AFTER sweeps to it (Newton is then cheaper). Returns the last error."""
+        history = []
+        for sweeps in range(1, max_sweeps + 1):
+            err = ps.sweep(self.K, self.a, self.b, self.u, self.v)
+            self.counts["sweeps"] += 1
+            self.counts["passes"] += 1
+            history.append(err)
+            if err <= floor or not math.isfinite(err):
                 break
-            step /= 2
-        steps += 1
-        if not accepted:
-            break
-        radius = 4 * radius if tries == 0 else max(step * big, CAP * gamma / 1024)
-        stagnant = err < 1e-11 and e1 > err / 2
-        f, g, P, err, D = f1, g1, P1, e1, max(D, D1)
-        if stagnant:
-            break
-    return f, g, steps, err
+            if len(history) >= min_sweeps:
+                rho = (history[-1] / history[-11]) ** 0.1 if history[-11] > 0 else 0.0
+                ahead = math.log(floor / err) / math.log(rho) if 0 < rho < 1 else math.inf
+                if ahead > NEWTON_AFTER:
+                    break
+            if sweeps % 50 == 0 and self.rebase():
+                history.clear()
+        return err
+
+    def _direction(self, al, be, r, c, err, chol):
+        """Newton direction (df, dg) in units of γ: dg solves S dg = rhs by conjugate
+        gradients preconditioned with the Cholesky factor ``chol`` (refactored when None)."""
+        a, b, K = self.a, self.b, self.K
+        cd = c * (1 + 1e-10)  # keeps S definite when the plan splits into blocks (small γ)
+        if chol is None:
+            S = ps.schur_matrix(K, al, be, r, cd, TRUNCATE)
+            chol = np.linalg.cholesky(S)
+            self.counts["factorisations"] += 1
+        rhs = (b - c) - ps.plan_transpose_times(K, al, be, (a - r) / r)
+        x = np.zeros_like(rhs)
+        res = rhs.copy()
+        z = ps.cholesky_solve(chol, res)
+        p, rz = z.copy(), float(res @ z)
+        target = min(1e-3, 0.1 * math.sqrt(err)) * math.sqrt(float(rhs @ rhs))
+        k = 0
+        while k < 200 and math.sqrt(float(res @ res)) > target and rz > 0:
+            k += 1
+            Sp = ps.schur_times(K, al, be, r, cd, p)
+            pSp = float(p @ Sp)
+            if not pSp > 0:
+                break
+            alpha = rz / pSp
+            x += alpha * p
+            res -= alpha * Sp
+            z = ps.cholesky_solve(chol, res)
+            rz, rz_old = float(res @ z), rz
+            p = z + (rz / rz_old) * p
+        self.counts["passes"] += k + 2
+        self.counts["cg"] += k
+        df = ((a - r) - ps.plan_times(K, al, be, x)) / r
+        return df, x, (None if k > REFACTOR else chol)
+
+    def newton(self, floor, max_steps=60):
+        """Newton steps under a trust radius, accepted when the marginal error or the dual
+        value improves; stops at the floor or when the error stagnates there."""
+        al, be, r, c, err = self.sums()
+        D = self.dual(r)
+        radius, chol = CAP, None
+        for _ in range(max_steps):
+            if err <= floor:
+                break
+            df, dg, chol = self._direction(al, be, r, c, err, chol)
+            big = max(np.abs(df).max(), np.abs(dg).max())
+            step, u0, v0 = (min(1.0, radius / big) if big > 0 else 1.0), self.u, self.v
+            for tries in range(30):  # noqa: B007 (read after the loop)
+                with np.errstate(over="ignore"):
+                    self.u, self.v = u0 * np.exp(step * df), v0 * np.exp(step * dg)
+                al1, be1, r1, c1, e1 = self.sums()
+                D1 = self.dual(r1) if math.isfinite(e1) else -math.inf
+                if math.isfinite(e1) and (e1 < err or D1 > D + 1e-15 * abs(D)):
+                    break
+                step /= 2
+            else:
+                self.u, self.v = u0, v0
+                break
+            self.counts["newton"] += 1
+            radius = 4 * radius if tries == 0 else max(step * big, CAP / 1024)
+            stagnant = err < 1e-12 and e1 > err / 2
+            al, be, r, c, err, D = al1, be1, r1, c1, e1, max(D, D1)
+            if self.rebase():  # the plan is unchanged: the factor stays a good preconditioner
+                al, be, r, c, err = self.sums()
+            if stagnant:
+                break
+        return err
+
+    def round_down(self):
+        """Lower u where a row exceeds a_i, then v where a column of the new plan exceeds
+        b_j: the plan's marginals end <= (a, b) up to float rounding."""
+        _, _, r, c, err = self.sums()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.u = self.u * np.where(r > self.a, self.a / r, 1.0)
+            _, _, _, c, _ = self.sums()
+            self.v = self.v * np.where(c > self.b, self.b / c, 1.0)
+        return err
 
 
 def solve_potentials(C, a, b, gamma: float, max_sweeps: int = 5000):
     """Dual potentials ``(f, g)`` of entropic OT with costs ``C`` (float64 n × m), weights
     ``a``, ``b`` (float64, >= 0) and regularisation ``gamma`` (a double > 0).
 
-    Returns ``(f, g, info)``, ``info`` a dict with ``sweeps``, ``newton`` and ``error`` (the
-    float L1 marginal error of the Gibbs plan). Atoms of weight 0 get c-transform potentials.
+    Returns ``(f, g, info)``, ``info`` a dict with ``sweeps``, ``newton`` (steps), ``cg``
+    (conjugate-gradient iterations), ``factorisations``, ``passes`` (reads of the n × m
+    kernel) and ``error`` (the float L1 marginal error of the Gibbs plan before the final
+    rounding down). Atoms of weight 0 get c-transform potentials.
 
     Guarantee: none (heuristic); the certified bounds do not depend on its accuracy.
     """
     ia, ib = np.flatnonzero(a > 0), np.flatnonzero(b > 0)
     full = len(ia) == len(a) and len(ib) == len(b)
-    Cs = C if full else C[np.ix_(ia, ib)]
+    Cs = np.ascontiguousarray(C if full else C[np.ix_(ia, ib)], dtype=np.float64)
     As, Bs = a[ia], b[ib]
     # ε-scaling (Kosowsky–Yuille; Schmitzer 2019): solve at γ' = 4^j γ first, warm-starting
-    # each stage, so that the small-γ stage starts near its solution and Newton needs a few
-    # steps (at n = 300, γ = 0.01: 16 Newton steps instead of 104)
+    # each stage, so that the small-γ stage starts near its solution
     stages = [gamma]
     while stages[-1] < Cs.max() / 200 and len(stages) < 12:
         stages.append(4 * stages[-1])
     f, g = np.zeros(len(ia)), np.zeros(len(ib))
-    sweeps = steps = 0
+    counts = dict.fromkeys(("sweeps", "newton", "cg", "factorisations", "passes"), 0)
     for gam in reversed(stages):
-        if Cs.max() / gam >= 500:  # one log-domain sweep: no kernel row or column underflows
-            f = c_transform_f(g, Cs, Bs, gam)
-            g = c_transform_g(f, Cs, As, gam)
-        floor = FLOOR if gam == gamma else 1e-9
+        stage = _Stage(f, g, Cs, As, Bs, gam, counts)
+        floor = FLOOR if gam == gamma else STAGE_FLOOR
         for attempt in range(3):  # more sweeps, then Newton again, if Newton stalls
-            f, g, sw = _scaling(f, g, Cs, As, Bs, gam, max_sweeps, 20 + 200 * attempt, floor)
-            f, g, st, err = _newton(f, g, Cs, As, Bs, gam, floor=floor)
-            sweeps, steps = sweeps + sw, steps + st
+            err = stage.sinkhorn(floor, max_sweeps, 20 + 200 * attempt)
+            if err > floor:
+                err = stage.newton(floor)
             if err <= max(floor, 1e-11):
                 break
-    info = {"sweeps": sweeps, "newton": steps, "error": err}
+        if gam == gamma:
+            err = stage.round_down()
+        f, g = stage.potentials()
+    info = dict(counts, error=err)
     if full:
         return f, g, info
     g_full = c_transform_g(f, C[ia, :], As, gamma)

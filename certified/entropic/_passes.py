@@ -1,0 +1,171 @@
+"""Compiled float64 passes of the untrusted entropic solver (heuristics only).
+
+The solver keeps a kernel ``K_ij = exp((f_i + g_j - C_ij)/γ)`` (potentials absorbed) and
+scalings ``u, v``; its plan is ``P = diag(a u) K diag(b v)``. Every pass reads ``K`` once,
+row by row, and does both the row products and the column accumulations (one pass instead
+of two BLAS matrix-vector products; single-threaded, so it does not compete with itself for
+the two cores). Compiled with ``fastmath`` (reassociation, FMA contraction): nothing here is
+trusted, and the rigorous kernels (:mod:`certified.entropic._gibbs`) are compiled without it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = [
+    "cholesky_solve",
+    "plan_sums",
+    "plan_times",
+    "plan_transpose_times",
+    "schur_matrix",
+    "schur_times",
+    "sweep",
+]
+
+# reassociation (vectorised reductions), FMA contraction, no signed zeros, reciprocals;
+# not "nnan"/"ninf": the solver detects non-finite values
+_FAST = {"reassoc", "contract", "nsz", "arcp"}
+_jit = njit(cache=True, fastmath=_FAST, error_model="numpy")
+
+
+@_jit
+def sweep(K, a, b, u, v):  # pragma: no cover - compiled
+    """One Sinkhorn sweep in place: ``u = 1/(K (b v))`` then ``v = 1/(Kᵀ (a u))``; returns
+    the L1 error of the column sums before the v-update (the rows are then exact)."""
+    n, m = K.shape
+    bv = b * v
+    col = np.zeros(m)
+    for i in range(0, n - 1, 2):
+        s0 = 0.0
+        s1 = 0.0
+        for j in range(m):
+            s0 += K[i, j] * bv[j]
+            s1 += K[i + 1, j] * bv[j]
+        u[i] = 1.0 / s0
+        u[i + 1] = 1.0 / s1
+        w0 = a[i] / s0
+        w1 = a[i + 1] / s1
+        for j in range(m):
+            col[j] += w0 * K[i, j] + w1 * K[i + 1, j]
+    if n % 2:
+        i = n - 1
+        s0 = 0.0
+        for j in range(m):
+            s0 += K[i, j] * bv[j]
+        u[i] = 1.0 / s0
+        w0 = a[i] / s0
+        for j in range(m):
+            col[j] += w0 * K[i, j]
+    err = 0.0
+    for j in range(m):
+        err += abs(col[j] * bv[j] - b[j])
+        v[j] = 1.0 / col[j]
+    return err
+
+
+@_jit
+def plan_sums(K, al, be):  # pragma: no cover - compiled
+    """Row and column sums of ``diag(al) K diag(be)``."""
+    n, m = K.shape
+    r = np.empty(n)
+    col = np.zeros(m)
+    for i in range(n):
+        s = 0.0
+        for j in range(m):
+            s += K[i, j] * be[j]
+        r[i] = al[i] * s
+        w = al[i]
+        for j in range(m):
+            col[j] += w * K[i, j]
+    return r, col * be
+
+
+@_jit
+def plan_times(K, al, be, x):  # pragma: no cover - compiled
+    """``P x`` for ``P = diag(al) K diag(be)``."""
+    n, m = K.shape
+    bx = be * x
+    out = np.empty(n)
+    for i in range(n):
+        s = 0.0
+        for j in range(m):
+            s += K[i, j] * bx[j]
+        out[i] = al[i] * s
+    return out
+
+
+@_jit
+def plan_transpose_times(K, al, be, y):  # pragma: no cover - compiled
+    """``Pᵀ y`` for ``P = diag(al) K diag(be)``."""
+    n, m = K.shape
+    z = np.zeros(m)
+    for i in range(n):
+        w = al[i] * y[i]
+        for j in range(m):
+            z[j] += w * K[i, j]
+    return be * z
+
+
+@_jit
+def schur_times(K, al, be, r, cd, x):  # pragma: no cover - compiled
+    """``cd x - Pᵀ diag(1/r) P x`` (the Newton system's Schur complement on g, diagonal
+    ``cd``), in one pass over K."""
+    n, m = K.shape
+    bx = be * x
+    z = np.zeros(m)
+    for i in range(n):
+        s = 0.0
+        for j in range(m):
+            s += K[i, j] * bx[j]
+        w = al[i] * al[i] * s / r[i]
+        for j in range(m):
+            z[j] += w * K[i, j]
+    return cd * x - be * z
+
+
+@_jit
+def schur_matrix(K, al, be, r, cd, tau):  # pragma: no cover - compiled
+    """Dense ``diag(cd) - P̃ᵀ diag(1/r) P̃`` with ``P̃`` the plan without its entries below
+    ``tau r_i`` (a preconditioner: cost Σ_i nnz_i² instead of n m²)."""
+    n, m = K.shape
+    S = np.zeros((m, m))
+    idx = np.empty(m, np.int64)
+    val = np.empty(m)
+    for i in range(n):
+        cut = tau * r[i]
+        k = 0
+        for j in range(m):
+            p = al[i] * K[i, j] * be[j]
+            if p > cut:
+                idx[k] = j
+                val[k] = p
+                k += 1
+        w = 1.0 / r[i]
+        for s in range(k):
+            js = idx[s]
+            vs = val[s] * w
+            for t in range(k):
+                S[js, idx[t]] -= vs * val[t]
+    for j in range(m):
+        S[j, j] += cd[j]
+    return S
+
+
+@_jit
+def cholesky_solve(L, y):  # pragma: no cover - compiled
+    """``x`` with ``L Lᵀ x = y`` (L lower triangular, row-major)."""
+    n = L.shape[0]
+    z = np.empty(n)
+    for i in range(n):
+        s = y[i]
+        for k in range(i):
+            s -= L[i, k] * z[k]
+        z[i] = s / L[i, i]
+    x = z.copy()
+    for i in range(n - 1, -1, -1):
+        x[i] = x[i] / L[i, i]
+        xi = x[i]
+        for k in range(i):
+            x[k] -= L[i, k] * xi
+    return x
