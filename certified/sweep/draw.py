@@ -37,6 +37,7 @@ _MISSING = object()
 _SLOT: list[Any] = [None, _MISSING]  # the strategy to draw, the value drawn
 
 
+@cache
 def hypothesis_version() -> str:
     """The installed Hypothesis version (without importing it), recorded in generated
     instances.
@@ -94,8 +95,14 @@ def draw_example(strategy: Any, seed: int, *, what: str = "instance") -> Any:
     Guarantee: exact (a function of the strategy, the seed and the Hypothesis version)."""
     if type(seed) is not int or seed < 0:
         raise InputError(f"seed: {seed!r} is not a non-negative integer")
+    import warnings
+
     fuzz = _fuzz_target()
-    with _LOCK:
+    with _LOCK, warnings.catch_warnings():
+        # Hypothesis compares the global random state before and after a draw; another
+        # thread of a Dask worker using `random` meanwhile is reported as if the strategy had
+        # (its own comment calls this a race): the strategies drawn here never use `random`
+        warnings.filterwarnings("ignore", "Do not use the `random` module inside strategies")
         try:
             for attempt in range(ATTEMPTS):
                 _SLOT[:] = [strategy, _MISSING]
