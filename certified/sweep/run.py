@@ -25,7 +25,7 @@ from typing import Any
 from certified.errors import InputError
 from certified.sweep.spec import Instance, SpecError, SweepSpec, canonical_json, load_spec
 
-__all__ = ["SchedulerError", "sweep"]
+__all__ = ["LOCAL_CONFIG", "SchedulerError", "local_cluster", "sweep"]
 
 SPEC_FILE = "spec.json"
 
@@ -34,12 +34,21 @@ class SchedulerError(InputError):
     """The Dask scheduler cannot be reached (address, port, timeout)."""
 
 
+MAX_BATCH = 128  # instances per task: a killed worker loses at most this much work
+MIN_BATCH = 4
+
+
 def _batches(todo: list[Instance], batch: int | None, workers: int) -> list[list[Instance]]:
-    if batch is None:
-        # a few tasks per worker for balance, at most 64 instances a task so that a killed
-        # worker costs little, at least 1
-        batch = max(1, min(64, len(todo) // (8 * max(1, workers)) or 1))
-    return [todo[i : i + batch] for i in range(0, len(todo), batch)]
+    """Consecutive batches: ``batch`` instances each, or by default guided self-scheduling
+    (Polychronopoulos and Kuck, 1987): a quarter of the remaining work per worker, at most
+    MAX_BATCH and at least MIN_BATCH instances, so that tasks are few and large first (little
+    overhead) and small last (the workers finish together). Dask hands them out in order."""
+    out, i = [], 0
+    while i < len(todo):
+        size = batch or min(MAX_BATCH, max(MIN_BATCH, -(-(len(todo) - i) // (4 * workers))))
+        out.append(todo[i : i + size])
+        i += size
+    return out
 
 
 def _check_out(out: Path, spec: SweepSpec) -> None:
@@ -94,7 +103,7 @@ def _client(scheduler: str | None, workers: int, client: Any) -> Iterator[Any]:
     if client is not None:
         yield client
         return
-    from dask.distributed import Client, LocalCluster
+    from dask.distributed import Client
 
     if scheduler is not None:
         _reach(scheduler)
@@ -108,17 +117,40 @@ def _client(scheduler: str | None, workers: int, client: Any) -> Iterator[Any]:
         with c:
             yield c
         return
+    with local_cluster(workers) as cluster, Client(cluster, set_as_default=False) as c:
+        yield c
+
+
+# the embedded cluster's housekeeping, made rarer: on a small machine the scheduler, the
+# nannies (in this process) and the workers' samplers compete with the workers for the cores
+LOCAL_CONFIG = {
+    "distributed.worker.profile.enabled": False,  # a stack sample every 10 ms per worker
+    "distributed.worker.memory.monitor-interval": "1s",  # 100 ms: a psutil read per worker
+    "distributed.admin.system-monitor.interval": "2s",  # 500 ms, in every server
+}
+
+
+@contextlib.contextmanager
+def local_cluster(workers: int, **kwargs: Any) -> Iterator[Any]:
+    """An embedded Dask ``LocalCluster`` of ``workers`` processes with one thread each and
+    :data:`LOCAL_CONFIG` (the workers inherit it).
+
+    Guarantee: none (execution)."""
+    import dask
+    from dask.distributed import LocalCluster
+
     with (
+        dask.config.set(LOCAL_CONFIG),
         LocalCluster(
             n_workers=workers,
             threads_per_worker=1,
             processes=True,
             dashboard_address=":0",
-            silence_logs=logging.ERROR,
+            silence_logs=kwargs.pop("silence_logs", logging.ERROR),
+            **kwargs,
         ) as cluster,
-        Client(cluster, set_as_default=False) as c,
     ):
-        yield c
+        yield cluster
 
 
 def _prepare(spec: Any, out: Any) -> tuple[SweepSpec, list[Instance], Path]:
@@ -210,7 +242,7 @@ def sweep(
     previous = previous[previous["key"].isin(wanted)]
     redo: set[str] = set()
     if redo_exceeded and len(previous):
-        from certified.sweep.tasks import budget_exceeded
+        from certified.sweep.budget import budget_exceeded
 
         redo = set(previous["key"][previous["reason"].map(budget_exceeded)])
     done = set(previous["key"]) - redo
@@ -225,7 +257,7 @@ def sweep(
                                 len(instances), progress, on_batch, write_part)  # fmt: skip
     # this run's parts need no second pass over their certificates: the tasks wrote and
     # hashed them just now
-    table = read_parts(out, trusted=parts)
+    table = read_parts(out, known=parts)
     table = table[table["key"].isin(wanted)].copy()
     table["index"] = table["key"].map(wanted)  # a grown spec may have moved an instance
     table = table.sort_values("index").reset_index(drop=True)
@@ -250,7 +282,7 @@ def _submit(c, spec, batches, out, done, total, progress, on_batch, write_part):
                     key=keys, retries=spec.retries, pure=False)  # fmt: skip
     batch_of = {f.key: b for f, b in zip(futures, batches, strict=True)}
     failed: list[tuple[str, str]] = []
-    parts: set[str] = set()
+    parts: dict[str, Any] = {}
     if progress is not None:
         progress(done, total)
     try:
@@ -259,7 +291,8 @@ def _submit(c, spec, batches, out, done, total, progress, on_batch, write_part):
             if future.status != "finished":
                 failed += [(i.key, repr(future.exception())) for i in batch]
                 continue
-            parts.add(write_part(out, _rows(batch, spec, future.result())).name)
+            path, table = write_part(out, _rows(batch, spec, future.result()))
+            parts[path.name] = table
             done += len(batch)
             if progress is not None:
                 progress(done, total)

@@ -6,6 +6,10 @@ complete part or none), ``DIR/results.parquet`` is the union written at the end.
 keeps the first row of each key and only rows whose certificate (when they name one) is on
 disk with the SHA-256 the row records: a row is never counted without its certificate, and an
 instance whose row is dropped is simply run again.
+
+Rows become Arrow tables directly (column by column, no pandas on the way: the client writes
+one part per task, and pandas' conversion cost more than the rest of its work); the parts'
+tables are concatenated with type promotion and converted to pandas once.
 """
 
 from __future__ import annotations
@@ -16,28 +20,52 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from certified.certificates import write_atomic
 
-__all__ = ["PARTS", "RESULTS", "drop_rows", "read_parts", "write_part", "write_table"]
+__all__ = [
+    "PARTS",
+    "RESULTS",
+    "drop_rows",
+    "read_parts",
+    "rows_table",
+    "write_part",
+    "write_table",
+]
 
 PARTS = "parts"
 RESULTS = "results.parquet"
 
 
-def _parquet_bytes(frame: pd.DataFrame) -> bytes:
+def rows_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """The Arrow table of ``rows`` (dicts): the union of their columns in order of first
+    appearance, a missing value null.
+
+    Guarantee: none (data conversion); every value is kept."""
+    names = list(dict.fromkeys(k for row in rows for k in row))
+    try:
+        return pa.table({k: pa.array([row.get(k) for row in rows]) for k in names})
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # pragma: no cover - mixed-type column
+        return pa.Table.from_pandas(pd.DataFrame(rows, columns=names), preserve_index=False)
+
+
+def _parquet_bytes(table: pa.Table) -> bytes:
     buffer = io.BytesIO()
-    frame.to_parquet(buffer, engine="pyarrow", index=False)
+    pq.write_table(table, buffer)
     return buffer.getvalue()
 
 
-def write_part(out: Path, rows: list[dict[str, Any]]) -> Path:
-    """Write the rows of one finished task as a new part file, atomically.
+def write_part(out: Path, rows: list[dict[str, Any]]) -> tuple[Path, pa.Table]:
+    """Write the rows of one finished task as a new part file, atomically; return its path
+    and its table.
 
     Guarantee: none (writing); the part holds exactly ``rows`` or does not exist."""
     keys = "".join(sorted(r["key"] for r in rows))
     name = f"part-{hashlib.sha256(keys.encode('ascii')).hexdigest()[:20]}.parquet"
-    return write_atomic(out / PARTS / name, _parquet_bytes(pd.DataFrame(rows)))
+    table = rows_table(rows)
+    return write_atomic(out / PARTS / name, _parquet_bytes(table)), table
 
 
 def _certificate_ok(out: Path, name: Any, sha: Any, cache: dict[str, bool]) -> bool:
@@ -57,23 +85,29 @@ def _parts(out: Path) -> list[Path]:
     return sorted((out / PARTS).glob("part-*.parquet")) if (out / PARTS).is_dir() else []
 
 
-def read_parts(out: Path, trusted: Any = ()) -> pd.DataFrame:
+def read_parts(out: Path, known: dict[str, pa.Table] | None = None) -> pd.DataFrame:
     """The union of the part files of ``out``: one row per key (the first part's, in file
     name order), rows whose certificate is missing or altered dropped.
 
-    ``trusted``: names of parts whose certificates were written and hashed by this process's
-    sweep just now (not read again).
+    ``known``: part name -> table of the parts this process's sweep wrote just now (taken
+    from memory; their certificates were written and hashed by the tasks and are not read
+    again).
 
     Guarantee: every row's certificate (if it names one) is on disk with the recorded SHA-256
-    at the time of reading, or was written with it by the tasks of a ``trusted`` part."""
-    parts = _parts(out)
-    frames = [
-        pd.read_parquet(p, engine="pyarrow").assign(_trusted=p.name in trusted) for p in parts
-    ]
-    frames = [f for f in frames if len(f)]
-    if not frames:
+    at the time of reading, or was written with it by the tasks of a ``known`` part."""
+    known = known or {}
+    tables, trusted = [], []
+    for part in _parts(out):
+        table = known.get(part.name)
+        tables.append(pq.read_table(part) if table is None else table)
+        trusted.append(table is not None)
+    keep = [(t, k) for t, k in zip(tables, trusted, strict=True) if t.num_rows]
+    if not keep:
         return pd.DataFrame({"key": pd.Series([], dtype=object)})
-    table = pd.concat(frames, ignore_index=True).drop_duplicates("key", keep="first")
+    flags = pa.array([k for t, k in keep for _ in range(t.num_rows)], type=pa.bool_())
+    merged = pa.concat_tables([t for t, _ in keep], promote_options="permissive")
+    table = merged.append_column("_trusted", flags).to_pandas()
+    table = table.drop_duplicates("key", keep="first")
     cache: dict[str, bool] = {}
     ok = [
         t or _certificate_ok(out, c, s, cache)
@@ -90,12 +124,12 @@ def drop_rows(out: Path, keys: set[str]) -> None:
 
     Guarantee: none (writing); a part holds its old rows or its old rows but ``keys``."""
     for part in _parts(out):
-        frame = pd.read_parquet(part, engine="pyarrow")
-        keep = ~frame["key"].isin(keys)
-        if keep.all():
+        table = pq.read_table(part)
+        keep = pa.array([k not in keys for k in table.column("key").to_pylist()])
+        if keep.true_count == table.num_rows:
             continue
-        if keep.any():
-            write_atomic(part, _parquet_bytes(frame[keep]))
+        if keep.true_count:
+            write_atomic(part, _parquet_bytes(table.filter(keep)))
         else:
             part.unlink()
 
@@ -104,4 +138,6 @@ def write_table(out: Path, table: pd.DataFrame) -> Path:
     """Write the whole table as ``DIR/results.parquet``, atomically.
 
     Guarantee: none (writing)."""
-    return write_atomic(out / RESULTS, _parquet_bytes(table))
+    buffer = io.BytesIO()
+    table.to_parquet(buffer, engine="pyarrow", index=False)
+    return write_atomic(out / RESULTS, buffer.getvalue())

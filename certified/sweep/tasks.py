@@ -8,39 +8,24 @@ which alone writes rows. A task that dies midway leaves at most certificates wit
 (rewritten with the same bytes when the instance is run again), never a row without its
 certificate.
 
-With a time budget, a batch runs in a forked child process (:func:`run_budgeted`): a Dask task
-runs in a worker thread, where no signal can interrupt it and from where nothing can stop a
-long call inside python-flint, but a process can be killed. The child arms a real-time alarm
-(default action: terminate) for each instance and streams each row to the task through a pipe;
-an instance that overruns kills the child, gets an UNDECIDED row ("time budget of X s
-exceeded", no certificate: one the child may have written is removed), and a new child runs
-the rest of the batch.
+Certificates are written by a background thread (the atomic writer, with its ``fsync``): the
+next instance runs while the disk flushes, and the task waits for every write before it
+returns its rows. With a time budget the instances run in a child process
+(:mod:`certified.sweep.budget`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import pickle
-import select
-import signal
 import threading
 import time
-import traceback
-from pathlib import Path
 from typing import Any
 
 from certified.errors import CertifiedError
 from certified.verdict import Outcome
 
-__all__ = [
-    "budget_exceeded",
-    "budget_reason",
-    "certificate_name",
-    "run_batch",
-    "run_budgeted",
-    "run_instance",
-]
+__all__ = ["certificate_name", "run_batch", "run_instance"]
 
 # python-flint's working precision is process-global: on a worker with several threads, two
 # instances must not run at once (each sets and restores the precision it needs)
@@ -55,7 +40,12 @@ def certificate_name(key: str) -> str:
 
 
 def run_instance(
-    core: dict[str, Any], key: str, params: dict[str, Any], path: str | None, cert_dir: str
+    core: dict[str, Any],
+    key: str,
+    params: dict[str, Any],
+    path: str | None,
+    cert_dir: str,
+    write: Any = None,
 ) -> dict[str, Any]:
     """Run one instance and write its certificate; return its row (a dict of columns).
 
@@ -63,8 +53,15 @@ def run_instance(
     points) gives an UNDECIDED row with the message; any other exception propagates (the task
     fails, Dask retries it, and a failing instance gets no row).
 
-    Guarantee: a row naming a certificate is written after the certificate, whose bytes the
-    checker accepted and whose SHA-256 is the row's ``certificate_sha256``.
+    ``write``: if given, ``write(path, data)`` is called instead of writing the accepted
+    certificate bytes (atomically, with ``fsync``) here and now: :func:`run_batch` hands them
+    to a background thread (the ``fsync`` off the critical path: the next instance runs
+    meanwhile), a budgeted child sends them to its parent; the caller must see them written
+    before the row leaves the process.
+
+    Guarantee: a row naming a certificate is written after the certificate (with ``write``:
+    once the caller wrote it), whose bytes the checker accepted and whose SHA-256 is the
+    row's ``certificate_sha256``.
     """
     from certified.certificates import certificate_bytes, write_atomic
     from certified.sweep.families import adapter
@@ -86,7 +83,7 @@ def run_instance(
         data, check = certificate_bytes(cert)
         if check.verified:
             name = certificate_name(key)
-            write_atomic(os.path.join(cert_dir, name), data)
+            (write or write_atomic)(os.path.join(cert_dir, name), data)
             sha = hashlib.sha256(data).hexdigest()
         else:
             verdict = Outcome.UNDECIDED
@@ -113,186 +110,50 @@ def run_batch(
     time_budget: float | None = None,
 ) -> list[dict[str, Any]]:
     """Run a batch of instances ``(key, params, path)`` in order (one Dask task); with a
-    ``time_budget`` (seconds per instance), in a child process (:func:`run_budgeted`).
+    ``time_budget`` (seconds per instance), in a child process
+    (:func:`certified.sweep.budget.run_budgeted`).
 
     Guarantee: as :func:`run_instance`, for each item; one batch at a time per process.
     """
     with _ONE_AT_A_TIME:
+        writes: list = []
         if time_budget is not None:
-            return run_budgeted(core, items, cert_dir, time_budget)
-        return [run_instance(core, key, params, path, cert_dir) for key, params, path in items]
+            from certified.sweep.budget import run_budgeted
 
-
-def budget_reason(budget: float) -> str:
-    """The reason of the row of an instance that exceeded its time budget.
-
-    Guarantee: exact."""
-    return f"time budget of {budget:g} s exceeded"
-
-
-def budget_exceeded(reason: Any) -> bool:
-    """Whether a row's reason says that its instance exceeded its time budget.
-
-    Guarantee: exact."""
-    return (
-        isinstance(reason, str)
-        and reason.startswith("time budget of ")
-        and reason.endswith(" s exceeded")
-    )
-
-
-# --- a batch in a forked child under a per-instance time budget ----------------------------------
-
-_HEADER = 8  # bytes of a message's length (big-endian)
-
-
-def _send(fd: int, message: Any) -> None:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    view = memoryview(len(data).to_bytes(_HEADER, "big") + data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _read(fd: int, n: int, deadline: float) -> bytes | None:
-    """``n`` bytes from ``fd``; None at end of file; TimeoutError past ``deadline``."""
-    buf = bytearray()
-    while len(buf) < n:
-        wait = deadline - time.monotonic()
-        if wait <= 0 or not select.select([fd], [], [], wait)[0]:
-            raise TimeoutError
-        chunk = os.read(fd, n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return bytes(buf)
-
-
-def _receive(fd: int, deadline: float) -> Any:
-    """The next message from the child, or None at end of file (the child is gone)."""
-    header = _read(fd, _HEADER, deadline)
-    if header is None:
-        return None
-    data = _read(fd, int.from_bytes(header, "big"), deadline)
-    return None if data is None else pickle.loads(data)  # our own child's bytes
-
-
-def _child(fd: int, core: dict, items: list, cert_dir: str, budget: float) -> None:
-    """The forked child: run the items in order under an alarm each; never returns."""
-    code = 0
-    try:
-        # SIGALRM's default action terminates the process: no Python code needs to run, so
-        # the alarm stops a long computation inside a C library as surely as a Python loop
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
-        for key, params, path in items:
-            signal.setitimer(signal.ITIMER_REAL, budget)
-            row = run_instance(core, key, params, path, cert_dir)
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            _send(fd, ("row", row))
-    except BaseException:  # reported to the parent, which raises it
-        code = 1
+            try:
+                return run_budgeted(core, items, cert_dir, time_budget, _background(writes))
+            finally:
+                _wait(writes)
         try:
-            _send(fd, ("error", traceback.format_exc()))
-        except BaseException:  # the parent is gone: nothing to tell
-            pass
-    finally:
-        os._exit(code)
-
-
-def _fork(core: dict, items: list, cert_dir: str, budget: float) -> tuple[int, int]:
-    import gc
-    import warnings
-
-    read_fd, write_fd = os.pipe()
-    # objects of the parent are never collected in the child (no finalizer of the worker's
-    # runs there, and fewer pages are copied): the fork pattern of the gc module's docs
-    gc.freeze()
-    try:
-        with warnings.catch_warnings():  # Python >= 3.12 warns about fork with threads
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-    except BaseException:
-        gc.unfreeze()
-        os.close(read_fd)
-        os.close(write_fd)
-        raise
-    if pid == 0:  # pragma: no cover - the child (coverage does not follow a fork)
-        os.close(read_fd)
-        _child(write_fd, core, items, cert_dir, budget)
-    gc.unfreeze()
-    os.close(write_fd)
-    return pid, read_fd
-
-
-def _remove_certificate(cert_dir: str, key: str) -> None:
-    """Remove what an instance killed by its budget may have left: its certificate (no row
-    names it) and a temporary file of the atomic writer."""
-    name = certificate_name(key)
-    for path in [Path(cert_dir) / name, *Path(cert_dir).glob(f".{name}.*.tmp")]:
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            pass
-
-
-def run_budgeted(
-    core: dict[str, Any],
-    items: list[tuple[str, dict[str, Any], str | None]],
-    cert_dir: str,
-    budget: float,
-) -> list[dict[str, Any]]:
-    """Run a batch with at most ``budget`` seconds (wall clock) per instance, each in a forked
-    child process (one child for consecutive instances, a new one after an overrun).
-
-    An instance that exceeds the budget gets an UNDECIDED row whose reason is
-    :func:`budget_reason` and no certificate; the others' rows are those of
-    :func:`run_instance`. An exception in the child (not a refused instance) or a child that
-    dies otherwise raises RuntimeError here: the task fails, as without a budget.
-
-    Guarantee: as :func:`run_instance`, for each item that finished within the budget.
-    """
-    grace = max(1.0, 0.1 * budget)  # the child's own alarm normally fires first
-    rows: list[dict[str, Any]] = []
-    while len(rows) < len(items):
-        todo = items[len(rows) :]
-        pid, fd = _fork(core, todo, cert_dir, budget)
-        done, status = 0, None
-        try:
-            while done < len(todo):
-                t0 = time.perf_counter()
-                try:
-                    message = _receive(fd, time.monotonic() + budget + grace)
-                except TimeoutError:
-                    os.kill(pid, signal.SIGKILL)
-                    status = "timeout"
-                    message = None
-                if message is None:
-                    break
-                kind, payload = message
-                if kind == "error":
-                    raise RuntimeError(f"sweep instance failed in its child process:\n{payload}")
-                rows.append(payload)
-                done += 1
+            rows = [
+                run_instance(core, key, params, path, cert_dir, _background(writes))
+                for key, params, path in items
+            ]
         finally:
-            os.close(fd)
-            _, wait_status = os.waitpid(pid, 0)
-        if done == len(todo):
-            break
-        signalled = os.WTERMSIG(wait_status) if os.WIFSIGNALED(wait_status) else None
-        # its own alarm, or our SIGKILL after the grace period: anything else is a crash
-        if signalled not in (signal.SIGALRM, signal.SIGKILL if status == "timeout" else None):
-            raise RuntimeError(
-                f"the child process running sweep instance {todo[done][0]} died "
-                f"(wait status {wait_status}) before its time budget ran out"
-            )
-        key, params, _ = todo[done]
-        _remove_certificate(cert_dir, key)
-        rows.append({
-            "key": key,
-            "verdict": Outcome.UNDECIDED.value,
-            "reason": budget_reason(budget),
-            "seconds": time.perf_counter() - t0,
-            "certificate": None,
-            "certificate_sha256": None,
-            **params,
-        })  # fmt: skip
-    return rows
+            _wait(writes)
+        return rows
+
+
+def _background(writes: list) -> Any:
+    """``write(path, data)``: the atomic writer on the process's writing thread (one thread:
+    writes stay in order), its future appended to ``writes``."""
+    from certified.certificates import write_atomic
+
+    return lambda path, data: writes.append(_writer().submit(write_atomic, path, data))
+
+
+def _wait(writes: list) -> None:
+    for future in writes:  # every certificate on disk before any row leaves the task
+        future.result()
+
+
+_WRITER: list[Any] = []
+
+
+def _writer() -> Any:
+    """The process's certificate-writing thread."""
+    if not _WRITER:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _WRITER.append(ThreadPoolExecutor(1, thread_name_prefix="certified-sweep-writer"))
+    return _WRITER[0]

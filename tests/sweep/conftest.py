@@ -8,32 +8,25 @@ import logging
 import pytest
 
 
-def _cluster(workers):
-    from dask.distributed import Client, LocalCluster
+def _client(workers):
+    """A client of the embedded cluster that ``certified sweep`` starts (same settings)."""
+    pytest.importorskip("dask.distributed")
+    from dask.distributed import Client
 
-    cluster = LocalCluster(
-        n_workers=workers,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=":0",
-        silence_logs=logging.CRITICAL,
-    )
-    return cluster, Client(cluster, set_as_default=False)
+    from certified.sweep.run import local_cluster
+
+    with (
+        local_cluster(workers, silence_logs=logging.CRITICAL) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
+        yield client
 
 
 @pytest.fixture(scope="session")
 def client2():
-    pytest.importorskip("dask.distributed")
-    cluster, client = _cluster(2)
-    yield client
-    client.close()
-    cluster.close()
+    yield from _client(2)
 
 
 @pytest.fixture(scope="session")
 def client1():
-    pytest.importorskip("dask.distributed")
-    cluster, client = _cluster(1)
-    yield client
-    client.close()
-    cluster.close()
+    yield from _client(1)

@@ -1,6 +1,7 @@
 """The per-instance time budget (``options.time_budget``): validated before any work, not part
-of the keys, enforced by killing a forked child (also inside a C call), the rest of the batch
-run, a killed instance's certificate removed, rows kept and redone only when asked."""
+of the keys, enforced by killing the worker's forked child (also inside a C call), the rest of
+the batch run by a new child, a stale certificate of the overrun removed, the child reused
+across batches otherwise."""
 
 from __future__ import annotations
 
@@ -13,9 +14,19 @@ import time
 import pytest
 
 from certified.checker import check_file
-from certified.sweep import SpecError, load_spec
+from certified.sweep import SpecError, budget, load_spec
 from certified.sweep import families as fam_module
-from certified.sweep.tasks import budget_exceeded, budget_reason, run_budgeted
+from certified.sweep.budget import budget_exceeded, budget_reason
+from certified.sweep.tasks import run_batch
+
+
+@pytest.fixture(autouse=True)
+def _fresh_child():
+    """Each test forks its own child (a child is a snapshot: it would miss a monkeypatch)."""
+    budget.shutdown()
+    yield
+    budget.shutdown()
+
 
 H2 = {
     "family": "lipschitz",
@@ -110,10 +121,10 @@ def test_an_instance_over_budget_is_undecided_and_the_batch_goes_on(what, monkey
     slow = items[1][1]["n"]
     _slow_when(monkeypatch, slow, what)
     key = items[1][0]
-    (tmp_path / f"{key}.json").write_text("{}")  # as if the killed child had written them
+    (tmp_path / f"{key}.json").write_text("{}")  # as if left by an earlier, interrupted run
     (tmp_path / f".{key}.json.0a1b2c.tmp").write_text("{")
     t0 = time.perf_counter()
-    rows = run_budgeted(spec.core, items, str(tmp_path), 0.5)
+    rows = run_batch(spec.core, items, str(tmp_path), 0.5)
     assert time.perf_counter() - t0 < 30
     assert [r["key"] for r in rows] == [k for k, _, _ in items]
     for (k, params, _), row in zip(items, rows, strict=True):
@@ -138,7 +149,7 @@ def test_an_exception_in_the_child_fails_the_task(monkeypatch, tmp_path):
 
     _slow_when(monkeypatch, items[0][1]["n"], boom)
     with pytest.raises(RuntimeError, match="ValueError: a bug, not a refused instance"):
-        run_budgeted(spec.core, items, str(tmp_path), 30)
+        run_batch(spec.core, items, str(tmp_path), 30)
 
 
 def test_a_child_that_dies_otherwise_fails_the_task(monkeypatch, tmp_path):
@@ -146,12 +157,38 @@ def test_a_child_that_dies_otherwise_fails_the_task(monkeypatch, tmp_path):
     items = _items(spec)
     _slow_when(monkeypatch, items[0][1]["n"], lambda: os.kill(os.getpid(), signal.SIGTERM))
     with pytest.raises(RuntimeError, match=r"died .* before its time budget ran out"):
-        run_budgeted(spec.core, items, str(tmp_path), 30)
+        run_batch(spec.core, items, str(tmp_path), 30)
+
+
+def test_the_child_serves_batch_after_batch_and_is_replaced_after_an_overrun(monkeypatch, tmp_path):
+    spec = load_spec(H2)
+    items = _items(spec)
+    run_batch(spec.core, items[:2], str(tmp_path), 30)
+    [first] = budget._CHILD
+    run_batch(spec.core, items[2:], str(tmp_path), 30)
+    assert budget._CHILD == [first]
+    budget.shutdown()
+    assert budget._CHILD == []
+    _slow_when(monkeypatch, items[0][1]["n"], _spin)
+    rows = run_batch(spec.core, items[:1], str(tmp_path), 0.2)
+    assert rows[0]["reason"] == "time budget of 0.2 s exceeded" and budget._CHILD == []
+
+
+def test_a_task_interrupted_mid_batch_never_reuses_its_child(monkeypatch, tmp_path):
+    spec = load_spec(H2)
+    items = _items(spec)
+
+    def interrupted(path, data):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        budget.run_budgeted(spec.core, items, str(tmp_path), 30, interrupted)
+    assert budget._CHILD == []  # killed: its unread rows can never answer the next batch
+    rows = run_batch(spec.core, items, str(tmp_path), 30)
+    assert [r["key"] for r in rows] == [k for k, _, _ in items]
 
 
 def test_rows_within_the_budget_equal_rows_without_one(tmp_path):
-    from certified.sweep.tasks import run_batch
-
     spec = load_spec(H2)
     items = _items(spec)
     plain = run_batch(spec.core, items, str(tmp_path))
