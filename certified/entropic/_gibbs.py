@@ -38,6 +38,9 @@ __all__ = ["gibbs_sums", "gibbs_sums_s", "gibbs_sums_sq"]
 SPLIT = 134217729.0  # 2^27 + 1, Veltkamp's splitting constant
 SMALL = 2.0**-450  # below it Dekker's product may underflow: the square is bounded instead
 
+LANES = 16  # partial sums per row sum (a power of two)
+CLANES = 8  # partial sums per column sum, over the rows i mod CLANES (a power of two)
+
 _inline = njit(cache=True, error_model="numpy", inline="always")
 _jit = njit(cache=True, error_model="numpy")
 
@@ -70,37 +73,61 @@ def _scale_exponent(zlo, zhi, ilo, ihi):  # pragma: no cover - compiled
 
 
 @_inline
-def _accumulate(elo, ehi, ai_lo, ai_hi, blo, bhi, col_lo, col_hi):  # pragma: no cover
-    """Adds ``a_i E_ij`` to the column bounds and returns the bounds of ``Σ_j b_j E_ij``;
-    all terms are >= 0 and every partial sum is rounded outward, in any grouping."""
+def _accumulate(i, elo, ehi, ai_lo, ai_hi, blo, bhi, col_lo, col_hi, lo, hi):  # pragma: no cover
+    """Adds ``a_i E_ij`` to the column bounds of lane ``i mod CLANES`` and returns the bounds
+    of ``Σ_j b_j E_ij`` from LANES partial sums (j mod LANES) combined pairwise: all terms are
+    >= 0 and every partial sum is rounded outward, so any grouping gives bounds; more
+    groups keep each accumulated rounding shorter (widths ~ m / LANES ulps, not m)."""
     m = elo.shape[0]
+    cl, ch = col_lo[i % CLANES], col_hi[i % CLANES]
     for j in range(m):
-        col_lo[j] = dn(col_lo[j] + dn(ai_lo * elo[j]))
-        col_hi[j] = up(col_hi[j] + up(ai_hi * ehi[j]))
-    s0 = s1 = s2 = s3 = 0.0
-    h0 = h1 = h2 = h3 = 0.0
-    m4 = m - m % 4
-    for j in range(0, m4, 4):
-        s0 = dn(s0 + dn(blo[j] * elo[j]))
-        s1 = dn(s1 + dn(blo[j + 1] * elo[j + 1]))
-        s2 = dn(s2 + dn(blo[j + 2] * elo[j + 2]))
-        s3 = dn(s3 + dn(blo[j + 3] * elo[j + 3]))
-        h0 = up(h0 + up(bhi[j] * ehi[j]))
-        h1 = up(h1 + up(bhi[j + 1] * ehi[j + 1]))
-        h2 = up(h2 + up(bhi[j + 2] * ehi[j + 2]))
-        h3 = up(h3 + up(bhi[j + 3] * ehi[j + 3]))
-    for j in range(m4, m):
-        s0 = dn(s0 + dn(blo[j] * elo[j]))
-        h0 = up(h0 + up(bhi[j] * ehi[j]))
-    return dn(dn(s0 + s1) + dn(s2 + s3)), up(up(h0 + h1) + up(h2 + h3))
+        cl[j] = dn(cl[j] + dn(ai_lo * elo[j]))
+        ch[j] = up(ch[j] + up(ai_hi * ehi[j]))
+    lo[:] = 0.0
+    hi[:] = 0.0
+    top = m - m % LANES
+    for j0 in range(0, top, LANES):
+        for k in range(LANES):
+            lo[k] = dn(lo[k] + dn(blo[j0 + k] * elo[j0 + k]))
+            hi[k] = up(hi[k] + up(bhi[j0 + k] * ehi[j0 + k]))
+    for j in range(top, m):
+        lo[0] = dn(lo[0] + dn(blo[j] * elo[j]))
+        hi[0] = up(hi[0] + up(bhi[j] * ehi[j]))
+    return _pairwise(lo, hi, LANES)
+
+
+@_inline
+def _pairwise(lo, hi, w):  # pragma: no cover - compiled
+    """lo[0] <= Σ lo, Σ hi <= hi[0] (w a power of two; the arrays are overwritten)."""
+    while w > 1:
+        w //= 2
+        for k in range(w):
+            lo[k] = dn(lo[k] + lo[k + w])
+            hi[k] = up(hi[k] + hi[k + w])
+    return lo[0], hi[0]
+
+
+@_inline
+def _columns(col_lo, col_hi):  # pragma: no cover - compiled
+    """The column bounds: the CLANES lanes summed pairwise, rounded outward."""
+    m = col_lo.shape[1]
+    out_lo, out_hi = np.empty(m), np.empty(m)
+    lo, hi = np.empty(CLANES), np.empty(CLANES)
+    for j in range(m):
+        for k in range(CLANES):
+            lo[k] = col_lo[k, j]
+            hi[k] = col_hi[k, j]
+        out_lo[j], out_hi[j] = _pairwise(lo, hi, CLANES)
+    return out_lo, out_hi
 
 
 @_jit
 def _sums(f, g, clo, chi, ilo, ihi, alo, ahi, blo, bhi):  # pragma: no cover - compiled
     n, m = clo.shape
     row_lo, row_hi = np.empty(n), np.empty(n)
-    col_lo, col_hi = np.zeros(m), np.zeros(m)
+    col_lo, col_hi = np.zeros((CLANES, m)), np.zeros((CLANES, m))
     elo, ehi = np.empty(m), np.empty(m)
+    lo, hi = np.empty(LANES), np.empty(LANES)
     bad = False
     for i in range(n):
         fi = f[i]
@@ -111,8 +138,10 @@ def _sums(f, g, clo, chi, ilo, ihi, alo, ahi, blo, bhi):  # pragma: no cover - c
             tlo, thi = _scale_exponent(zlo, zhi, ilo, ihi)
             elo[j], ehi[j], b_ = _enclose_exp(tlo, thi)
             bad |= b_
-        row_lo[i], row_hi[i] = _accumulate(elo, ehi, alo[i], ahi[i], blo, bhi, col_lo, col_hi)
-    return row_lo, row_hi, col_lo, col_hi, not bad
+        row_lo[i], row_hi[i] = _accumulate(
+            i, elo, ehi, alo[i], ahi[i], blo, bhi, col_lo, col_hi, lo, hi
+        )
+    return row_lo, row_hi, *_columns(col_lo, col_hi), not bad
 
 
 def gibbs_sums(f, g, clo, chi, inv_gamma, a_iv, b_iv):
@@ -135,8 +164,9 @@ def gibbs_sums(f, g, clo, chi, inv_gamma, a_iv, b_iv):
 def _sums_s(f, g, S, kappa, kup, ilo, ihi, alo, ahi, blo, bhi):  # pragma: no cover - compiled
     n, m = S.shape
     row_lo, row_hi = np.empty(n), np.empty(n)
-    col_lo, col_hi = np.zeros(m), np.zeros(m)
+    col_lo, col_hi = np.zeros((CLANES, m)), np.zeros((CLANES, m))
     elo, ehi = np.empty(m), np.empty(m)
+    lo, hi = np.empty(LANES), np.empty(LANES)
     bad = False
     for i in range(n):
         fi = f[i]
@@ -151,8 +181,10 @@ def _sums_s(f, g, S, kappa, kup, ilo, ihi, alo, ahi, blo, bhi):  # pragma: no co
             tlo, thi = _scale_exponent(zlo, zhi, ilo, ihi)
             elo[j], ehi[j], b_ = _enclose_exp(tlo, thi)
             bad |= b_
-        row_lo[i], row_hi[i] = _accumulate(elo, ehi, alo[i], ahi[i], blo, bhi, col_lo, col_hi)
-    return row_lo, row_hi, col_lo, col_hi, not bad
+        row_lo[i], row_hi[i] = _accumulate(
+            i, elo, ehi, alo[i], ahi[i], blo, bhi, col_lo, col_hi, lo, hi
+        )
+    return row_lo, row_hi, *_columns(col_lo, col_hi), not bad
 
 
 def gibbs_sums_s(f, g, S, kappa_K, inv_gamma, a_iv, b_iv):
@@ -241,8 +273,9 @@ def _sums_sq(f, g, X, YT, ilo, ihi, alo, ahi, blo, bhi):  # pragma: no cover - c
     n, d = X.shape
     m = YT.shape[1]
     row_lo, row_hi = np.empty(n), np.empty(n)
-    col_lo, col_hi = np.zeros(m), np.zeros(m)
+    col_lo, col_hi = np.zeros((CLANES, m)), np.zeros((CLANES, m))
     elo, ehi = np.empty(m), np.empty(m)
+    lo, hi = np.empty(LANES), np.empty(LANES)
     acc, rest, total, extra = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
     factor = (3 * d + 5) * PHI
     floor = 8.0 * (d + 1) * ETA
@@ -255,8 +288,10 @@ def _sums_sq(f, g, X, YT, ilo, ihi, alo, ahi, blo, bhi):  # pragma: no cover - c
             tlo, thi = _scale_exponent(dn(dn(z) - bound), up(up(z) + bound), ilo, ihi)
             elo[j], ehi[j], b_ = _enclose_exp(tlo, thi)
             bad |= b_
-        row_lo[i], row_hi[i] = _accumulate(elo, ehi, alo[i], ahi[i], blo, bhi, col_lo, col_hi)
-    return row_lo, row_hi, col_lo, col_hi, not bad
+        row_lo[i], row_hi[i] = _accumulate(
+            i, elo, ehi, alo[i], ahi[i], blo, bhi, col_lo, col_hi, lo, hi
+        )
+    return row_lo, row_hi, *_columns(col_lo, col_hi), not bad
 
 
 def gibbs_sums_sq(f, g, X, Y, inv_gamma, a_iv, b_iv):

@@ -33,7 +33,7 @@ from certified.entropic._sinkhorn import solve_potentials
 from certified.errors import DomainError, InputError, RangeOverflowError, ShapeError
 from certified.transport._costs import TINY, CostBounds
 from certified.transport.measure import Measure, as_measure
-from certified.transport.wasserstein import _check_q, weighted_exact_sum
+from certified.transport.wasserstein import _check_q
 
 __all__ = [
     "EntropicBounds",
@@ -138,8 +138,9 @@ def _live(m: Measure) -> np.ndarray:
 
 
 def enclosed_sums(costs: CostBounds, gamma: flint.fmpq, f: np.ndarray, g: np.ndarray):
-    """Enclosures of the inner Gibbs sums (proofs/bounds.md#eot-sums) and ``cmax``, a double
-    ``>= C_ij`` for every pair of atoms of positive weight; the error-free exponent
+    """Enclosures of the inner Gibbs sums (proofs/bounds.md#eot-sums) and ``(cmax, wmin)``:
+    a double ``>= C_ij`` for every pair of atoms of positive weight, and ``w`` of
+    #eot-primal exactly (uniform weights) or a double ``<= w``; the error-free exponent
     (#eot-exponent) for q = 2, double points and ``max cost / γ > 100`` (where the cost's
     rounding would dominate the gap); for q = 2 and double points otherwise, the cost bounds
     of #w-sqdist formed entry by entry.
@@ -164,7 +165,11 @@ def enclosed_sums(costs: CostBounds, gamma: flint.fmpq, f: np.ndarray, g: np.nda
         *sums, ok = gibbs_sums(f, g, clo, chi, inv, a_iv, b_iv)
     if not ok:
         raise RangeOverflowError("potentials: exp((f_i + g_j - c_ij)/gamma) overflows float64")
-    return sums, cmax
+    if mu.uniform and nu.uniform:
+        wmin = max(mu.weights[0], nu.weights[0])
+    else:  # a lower bound on w: H (#eot-primal) only grows, the upper bound stays valid
+        wmin = max(float(a_iv[0][live_a].min()), float(b_iv[0][live_b].min()))
+    return sums, (cmax, wmin)
 
 
 def _round(x: flint.fmpq, up: bool, bits: int = 80) -> flint.fmpq:
@@ -203,40 +208,50 @@ def _exact_dot(x: np.ndarray, y: np.ndarray) -> flint.fmpq:
     return flint.fmpq(total) * scale if emin >= 0 else flint.fmpq(total, scale)
 
 
-def _weighted_dot(m: Measure, x: np.ndarray, y: np.ndarray) -> flint.fmpq:
-    """``Σ_k w_k x_k y_k`` exactly for the weights w of ``m`` (grouped by equal weights)."""
-    if m.uniform:
-        return m.weights[0] * _exact_dot(x, y)
-    groups: dict[flint.fmpq, list[int]] = {}
-    for k, w in enumerate(m.weights.tolist()):
-        if w != 0:
-            groups.setdefault(w, []).append(k)
-    return sum((w * _exact_dot(x[idx], y[idx]) for w, idx in groups.items()), flint.fmpq(0))
+class _Sums:
+    """Weighted sums ``Σ_k w_k x_k y_k`` over the atoms of one measure (x, y float64): exact
+    for uniform weights; for other weights a 128-bit arb sum (the products x_k y_k are exact
+    in 128 bits, the weights are balls) whose end on the requested side is returned (exact
+    rationals with many different denominators grow without bound)."""
+
+    def __init__(self, m: Measure) -> None:
+        self.m = m
+        self.balls = None if m.uniform else [flint.arb(w) for w in m.weights]
+
+    def dot(self, x: np.ndarray, y: np.ndarray, side: str) -> flint.fmpq:
+        """A rational <= (side "lo") or >= (side "hi") the sum. Guarantee: as stated."""
+        if self.balls is None:
+            return self.m.weights[0] * _exact_dot(x, y)
+        keep = np.flatnonzero((x != 0) & (y != 0)).tolist()
+        xs, ys, ws = x.tolist(), y.tolist(), self.balls
+        ball = sum((ws[k] * (flint.arb(xs[k]) * flint.arb(ys[k])) for k in keep), flint.arb(0))
+        lo, hi = endpoints(ball)
+        return lo if side == "lo" else hi
 
 
-def _assemble(mu, nu, gamma, f, g, cmax, sums):
-    """(lower, upper, t) from the enclosed inner sums; the checker's formulas, with every sum
-    over the n + m atoms done exactly (rationals) and arb balls only for the few scalars."""
+def _assemble(mu, nu, gamma, f, g, bounds, sums):
+    """(lower, upper, t) from the enclosed inner sums and ``bounds = (cmax, wmin)`` of
+    :func:`enclosed_sums`; the checker's formulas, with the sums over the n + m atoms exact
+    (uniform weights) or in 128-bit arb, and arb balls for the few remaining scalars."""
     row_lo, row_hi, col_lo, col_hi = sums
+    cmax, wmin = bounds
+    A, B = _Sums(mu), _Sums(nu)
     ones_a, ones_b = np.ones(mu.n), np.ones(nu.n)
     # M = Σ_i a_i ρ_i = Σ_j b_j κ_j (ρ_i = r_i / a_i ∈ [row_lo_i, row_hi_i], κ_j likewise):
     # both enclosures hold, so their intersection does
-    M_lo = max(_weighted_dot(mu, ones_a, row_lo), _weighted_dot(nu, ones_b, col_lo))
-    M_hi = min(_weighted_dot(mu, ones_a, row_hi), _weighted_dot(nu, ones_b, col_hi))
-    # proof: proofs/bounds.md#eot-dual (exact except for M)
-    dual = weighted_exact_sum(mu.weights, f, mu.uniform)
-    dual += weighted_exact_sum(nu.weights, g, nu.uniform)
-    lower = dual - gamma * (M_hi - 1)
+    M_lo = max(A.dot(ones_a, row_lo, "lo"), B.dot(ones_b, col_lo, "lo"))
+    M_hi = min(A.dot(ones_a, row_hi, "hi"), B.dot(ones_b, col_hi, "hi"))
+    # proof: proofs/bounds.md#eot-dual (exact for uniform weights, except for M)
+    lower = A.dot(ones_a, f, "lo") + B.dot(ones_b, g, "lo") - gamma * (M_hi - 1)
     # proof: proofs/bounds.md#eot-primal; r_i / a_i <= row_hi_i, c_j / b_j <= col_hi_j
     live_a, live_b = _live(mu), _live(nu)
     t_hi = max(float(row_hi[live_a].max()), float(col_hi[live_b].max()))
     t = _round(flint.fmpq(*t_hi.as_integer_ratio()) * (1 + flint.fmpq(1, 2**60)), up=True, bits=64)
     # Σ f_i r_i + Σ g_j c_j: per term the end of [row_lo_i, row_hi_i] that bounds f_i ρ_i
-    mass_lo = _weighted_dot(mu, f, np.where(f >= 0, row_lo, row_hi))
-    mass_lo += _weighted_dot(nu, g, np.where(g >= 0, col_lo, col_hi))
-    mass_hi = _weighted_dot(mu, f, np.where(f >= 0, row_hi, row_lo))
-    mass_hi += _weighted_dot(nu, g, np.where(g >= 0, col_hi, col_lo))
-    wmin = max(min(w for w in mu.weights if w > 0), min(w for w in nu.weights if w > 0))
+    mass_lo = A.dot(f, np.where(f >= 0, row_lo, row_hi), "lo")
+    mass_lo += B.dot(g, np.where(g >= 0, col_lo, col_hi), "lo")
+    mass_hi = A.dot(f, np.where(f >= 0, row_hi, row_lo), "hi")
+    mass_hi += B.dot(g, np.where(g >= 0, col_hi, col_lo), "hi")
     ga, ta, M = flint.arb(gamma), flint.arb(t), _ball(M_lo, M_hi)
     H = flint.arb(cmax) + ga * (1 - flint.arb(wmin).log())
     upper = (_ball(mass_lo, mass_hi) - ga * ta.log() * M) / ta + (1 - M / ta) * H
@@ -302,14 +317,14 @@ def certify_potentials(
             "potentials: |f| / gamma or |g| / gamma above 2^48; rescale the costs or raise gamma"
         )
     costs = costs or CostBounds(mu, nu, qq)
-    sums, cmax = enclosed_sums(costs, gam, f, g)
+    sums, bounds = enclosed_sums(costs, gam, f, g)
     with precision(PREC):
-        lower, upper, t = _assemble(mu, nu, gam, f, g, cmax, sums)
+        lower, upper, t = _assemble(mu, nu, gam, f, g, bounds, sums)
     if repair and upper - lower > REPAIR_ABOVE * abs(upper):
         x, y = _repair(sums, gam, f, g, mu.weights_float, nu.weights_float)
-        sums, cmax = enclosed_sums(costs, gam, x, y)
+        sums, bounds = enclosed_sums(costs, gam, x, y)
         with precision(PREC):
-            lo2, up2, t2 = _assemble(mu, nu, gam, x, y, cmax, sums)
+            lo2, up2, t2 = _assemble(mu, nu, gam, x, y, bounds, sums)
         if up2 - lo2 < upper - lower:
             f, g, lower, upper, t = x, y, lo2, up2, t2
     return EntropicBounds(mu, nu, gam, qq, lower, upper, f, g, t, dict(info or {}))
