@@ -37,3 +37,30 @@ html_theme_options = {"navigation_depth": 2, "show_toc_level": 2}
 # the EBNF blocks of proofs/ are not valid input for Pygments' EBNF lexer (highlighting only);
 # sphinx-argparse's domain does not implement MyST's any-xref lookup
 suppress_warnings = ["misc.highlighting_failure", "myst.domains"]
+
+
+def _guarantee_paragraph(app, what, name, obj, options, lines):
+    """Every public docstring ends with a ``Guarantee: ...`` paragraph (the package's
+    convention). After a numpy section (Parameters, Raises, Attributes, ...), napoleon would
+    read that paragraph as one more entry of the section: two blank lines end the section
+    first (napoleon's section break), and the label is set in bold."""
+    for i, line in enumerate(lines):
+        if not line.startswith("Guarantee:"):
+            continue
+        lines[i] = "**Guarantee:**" + line[len("Guarantee:") :]
+        underlines = [k for k in range(1, i) if lines[k - 1].strip() and _is_underline(lines[k])]
+        if underlines:  # a numpy section precedes: end it
+            k = i
+            while k > 0 and not lines[k - 1].strip():
+                k -= 1
+            lines[k:i] = ["", ""]
+        break
+
+
+def _is_underline(line: str) -> bool:
+    return bool(line.strip()) and set(line.strip()) == {"-"}
+
+
+def setup(app):
+    # before napoleon (priority 500), which turns the numpy sections into reST
+    app.connect("autodoc-process-docstring", _guarantee_paragraph, priority=400)

@@ -1,7 +1,8 @@
 """A Python builder of expression graphs: write the field as a function, get the JSON graph.
 
-The graph language is ``proofs/format.md`` section 7 (parsed by
-:func:`certified.checker.taylor.parse_field`, the one parser of the format). Nothing is ever
+The graph language is §7 of the "Certificate file format" (docs: theory/format; the file
+format of a field alone: formats/field; source ``proofs/format.md`` section 7), parsed by
+:func:`certified.checker.taylor.parse_field`, the one parser of the format. Nothing is ever
 ``eval``-ed: the builder records the operations applied to symbolic :class:`Expr` handles, and
 equal sub-expressions are stored once.
 

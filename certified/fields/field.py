@@ -1,10 +1,11 @@
 """Vector fields as data: an expression graph, named parameters, piecewise-constant values.
 
-A :class:`VectorField` is the graph (``proofs/format.md`` section 7) and optional default
-parameter values; a :class:`PiecewiseField` adds the schedule of pieces ``(duration, values)``
-over which the parameters are constant (one piece for an autonomous field). Both are validated
-when built (the structure by :func:`certified.checker.taylor.parse_field`, the one parser of
-the format; numbers exactly by :func:`certified.arith.exact.to_fmpq`).
+A :class:`VectorField` is the graph (§7 of the "Certificate file format", docs:
+theory/format; source ``proofs/format.md`` section 7) and optional default parameter values;
+a :class:`PiecewiseField` adds the schedule of pieces ``(duration, values)`` over which the
+parameters are constant (one piece for an autonomous field). Both are validated when built (the
+structure by :func:`certified.checker.taylor.parse_field`, the one parser of the format;
+numbers exactly by :func:`certified.arith.exact.to_fmpq`).
 """
 
 from __future__ import annotations
@@ -61,8 +62,10 @@ class VectorField:
     ----------
     graph : dict
         ``{"dimension": d, "parameters": [names], "nodes": [...], "outputs": [...]}``.
-    values : sequence or mapping of numbers, optional
-        Default parameter values (exact); needed to use the field without a schedule.
+    values : dict or sequence of numbers, optional
+        Default parameter values, read exactly (int, float as its double, string such as
+        ``"1/10"``, fmpq): a dict naming every parameter and nothing else, or a sequence in
+        the order of ``parameters``. Needed by :meth:`for_time` (a field without pieces).
     name : str, optional
     sphere : bool
         The field is tangent to the unit sphere (``x . f(x) = 0`` on it): initial points must
@@ -113,7 +116,9 @@ class VectorField:
         return tuple(to_fmpq(v, f"{where}[{names[i]}]") for i, v in enumerate(values))
 
     def on(self, *pieces: tuple[Any, Any]) -> PiecewiseField:
-        """The field with piecewise-constant parameters: ``on((t1, values1), (t2, values2))``."""
+        """The field with piecewise-constant parameters: ``on((t1, values1), (t2, values2))``,
+        each duration exact and > 0, each ``values`` a dict by name or a sequence in the order
+        of :attr:`parameters` (as ``values=`` of :func:`field`)."""
         return PiecewiseField(
             self,
             tuple(
@@ -135,12 +140,21 @@ class VectorField:
         return self.on((time, self.values or ()))
 
     def to_json(self) -> dict[str, Any]:
+        """The expression graph ``{"dimension", "parameters", "nodes", "outputs"}`` (constants
+        in canonical exact form): the ``"field"`` object of a field file, without values or
+        pieces. A whole file is ``self.for_time(T).to_json()`` or ``self.on(...).to_json()``
+        (:meth:`PiecewiseField.to_json`), or ``{"field": self.to_json(), "values": ...}`` for
+        an autonomous field read with ``--time``.
+
+        Guarantee: exact (the graph as built).
+        """
         return dict(self.graph)
 
     def taylor_coefficients(self, X: Any, order: int, values: Any = None):
         """Taylor coefficients ``x_0..x_order`` of the solutions through the points or boxes
         X (an Interval or an (N, d) array), in compiled float64 interval arithmetic: an
-        Interval of shape (order + 1, N, d) (proofs/bounds.md#taylor-ad).
+        Interval of shape (order + 1, N, d) (the "Catalogue of rounding and remainder
+        lemmas", docs: theory/bounds; source proofs/bounds.md#taylor-ad).
 
         Guarantee: encloses the k-th Taylor coefficient at t = 0 of every solution starting
         in each box.
@@ -375,6 +389,12 @@ def field(
     """Build a field from a Python function ``f(x, p)`` of symbolic coordinates ``x[i]`` and
     parameters ``p.name`` (arithmetic, ``**`` with integer exponents, and the functions of
     :mod:`certified.fields.expr`), returning the d components of ``x'``.
+
+    ``parameters`` names the parameters; ``values`` gives their default values, exactly: a
+    dict naming every parameter (``{"gamma": "1/10", "torque": 0}``) or a sequence in the
+    order of ``parameters`` (needed by :meth:`VectorField.for_time`; pieces given with
+    :meth:`VectorField.on` carry their own values). ``sphere=True`` declares a field tangent
+    to the unit sphere.
 
     Guarantee: exact (the graph records exactly the operations written).
     """

@@ -87,15 +87,40 @@ def enclose_flow(
         (tanh / sigmoid schedules, expression fields) use the validated Taylor method with
         QR-Lohner sets (``method`` "taylor-lohner"), in float64 interval kernels at 53 bits
         (default) or in arb at ``prec`` bits.
-    X0 : points (N, d), an :class:`~certified.arith.Interval` of boxes, or :class:`Balls`.
+    X0 : array_like, Interval or Balls
+        The initial sets: points of shape (N, d) (floats are their exact doubles; an object
+        array of exact rationals, as :func:`certified.io.read_points` returns, is exact),
+        boxes as an :class:`~certified.arith.Interval` of shape (N, d), or
+        :class:`~certified.flow.Balls`.
     save_at : SaveAt, optional
         Final time (``t1``, required for a VectorField), intermediate times ``ts``, and the
         tube over every step (``steps=True``). Smooth fields only, except ``t1``.
+    method : str
+        "auto" (default) or "taylor-lohner" for smooth fields; "auto", "regions" or
+        "vectorised" for ReLU / leaky ReLU schedules (see ``field``).
     step_policy : StepPolicy, optional
-        Taylor order, order of the variational equation, largest step, tolerance (smooth
-        fields only). ``order`` and ``max_step`` are shortcuts for it.
+        Taylor order, order of the variational equation, largest step, tolerance, step
+        budget ``max_steps`` (smooth fields only): cost and tightness, never validity.
+    prec : int, optional
+        Working precision in bits (smooth fields: 53, the default, runs the float64 kernels;
+        other values run the same method in arb).
+    order : int, optional
+        Shortcut for ``StepPolicy(order=...)``; not together with ``step_policy``.
+    max_step : number, optional
+        Shortcut for ``StepPolicy(max_step=...)`` (exact); not together with ``step_policy``.
 
-    Options that do not apply to the engine are refused (InputError), never ignored.
+    Returns
+    -------
+    FlowEnclosure
+        Check ``status`` first: when it is not ``SUCCESS`` the enclosures are meaningless
+        and ``message`` says what to change (smaller or split boxes, a shorter time, the
+        step policy).
+
+    Raises
+    ------
+    InputError
+        Options that do not apply to the engine are refused, never ignored; initial sets of
+        the wrong shape.
 
     Guarantee: if the status is SUCCESS, ``enclosures[k, i]`` contains ``Phi_{times[k]}(x)``
     for every x in initial set i.

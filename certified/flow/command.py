@@ -39,15 +39,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--schedule", type=Path, help="schedule JSON file (x' = W s(A x + b))")
     what.add_argument(
         "--field",
-        help="expression-field JSON file (proofs/format.md section 7), or a shipped example: "
-        "lorenz, vanderpol, rossler",
+        help="expression-field JSON file (docs: the 'Vector field' format, formats/field; its "
+        "grammar: 'Certificate file format' section 7, theory/format, from proofs/format.md), "
+        "or a shipped example: lorenz, vanderpol, rossler",
     )
     start = parser.add_mutually_exclusive_group(required=True)
-    start.add_argument("--points", type=Path, help="points: .json, .npz or .csv")
+    start.add_argument(
+        "--points",
+        type=Path,
+        help='points: .json {"X": n×d} or .npz (exact doubles), or .csv (each field the exact '
+        "decimal it spells). A certificate holds as many points as the checker's replay "
+        "budget allows: with too many, the refusal says 'at most about N'; split the points "
+        "into files of N",
+    )
     start.add_argument(
         "--boxes",
         type=Path,
-        help='boxes of initial conditions: .json {"lo": n×d, "hi": n×d} or .npz (ReLU)',
+        help='boxes of initial conditions: .json {"lo": n×d, "hi": n×d} or .npz. Wide boxes '
+        "and long times can fail after minutes: use smaller boxes (split each box), a "
+        "shorter time (--time of an autonomous field), or fewer boxes per file (docs: "
+        "families/flows)",
     )
     parser.add_argument(
         "--time",

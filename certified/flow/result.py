@@ -18,11 +18,12 @@ __all__ = ["FlowEnclosure", "FlowStatus"]
 
 
 class FlowStatus(enum.Enum):
-    """Outcome of a certified flow computation."""
+    """Outcome of a certified flow computation (:attr:`FlowEnclosure.status`); every status
+    other than ``SUCCESS`` comes with a :attr:`FlowEnclosure.message` saying what to change."""
 
-    SUCCESS = "success"  # every requested enclosure is certified
-    STEP_REJECTED = "step_rejected"  # a validation (Picard inclusion, region membership) failed
-    UNSUPPORTED = "unsupported"  # the method does not handle this field / schedule
+    SUCCESS = "success"  #: every requested enclosure is certified
+    STEP_REJECTED = "step_rejected"  #: a validation (Picard inclusion, region membership) failed
+    UNSUPPORTED = "unsupported"  #: the method does not handle this field / schedule
 
 
 @dataclass(frozen=True)
@@ -31,16 +32,24 @@ class FlowEnclosure:
 
     Attributes
     ----------
-    times : tuple of fractions as strings (exact), the requested times, increasing.
-    enclosures : Interval of shape (len(times), N, d): enclosure of Phi_t(x_i) for each time t
-        and initial point (or box) i.
-    status : FlowStatus; ``SUCCESS`` means every enclosure is certified.
-    message : str, empty on success; otherwise what failed and what to change.
-    exact : object ndarray of fmpq, shape (len(times), N, d), or None: when the method computes
-        the flow exactly (laminar ReLU pieces with rational data), the exact images.
-    hints : dict, method-specific data a certificate needs (step times, tubes, boxes, ...).
-    bounds : object ndarray of fmpq, shape (len(times), N, d, 2), or None: exact enclosure
-        endpoints when they are tighter than the float64 ``enclosures`` (arb at > 53 bits).
+    times : tuple of str
+        The requested times, increasing, as exact fractions (``"1/2"``).
+    enclosures : Interval
+        Shape (len(times), N, d): the enclosure of ``Phi_t(x_i)`` for each time t and initial
+        point (or box) i.
+    status : FlowStatus
+        ``SUCCESS`` means every enclosure is certified.
+    message : str
+        Empty on success; otherwise what failed and what to change.
+    exact : ndarray or None
+        Object array of fmpq, shape (len(times), N, d): the exact images when the method
+        computes the flow exactly (laminar ReLU pieces with rational data); otherwise None.
+    hints : dict
+        Method-specific data a certificate needs (step times, tubes, boxes, ...).
+    bounds : ndarray or None
+        Object array of fmpq, shape (len(times), N, d, 2): exact enclosure endpoints when
+        they are tighter than the float64 ``enclosures`` (arb at more than 53 bits); otherwise
+        None.
 
     Guarantee: if ``status is SUCCESS``, ``enclosures[k, i]`` contains ``Phi_{times[k]}(x_i)``
     for every point of initial set i (and equals it when ``exact`` is given).
@@ -69,7 +78,14 @@ class FlowEnclosure:
 
     def max_width(self) -> float:
         """Largest width (upper bound) over all enclosures at the final time (from the exact
-        ``bounds`` when present)."""
+        ``bounds`` when present).
+
+        The claims of a certificate of this result (:func:`~certified.flow_certificate_for`,
+        ``certified flow``) are the checker's replay of the same steps in arb, rounded outward,
+        and are often tighter: their largest width can be smaller than this one.
+
+        Guarantee: upper bound on every enclosure's width at the final time.
+        """
         if self.bounds is not None:
             from certified.arith.exact import fmpq_to_float
 
