@@ -56,7 +56,9 @@ class StepPolicy:
     """Where the steps go (tightness and cost only, never validity).
 
     order : Taylor order K of the solution (2..60); jacobian_order : order m of the
-    variational equation (1..K); max_step : largest step (exact, or None); tolerance : the
+    variational equation (1..K; the 53-bit loop uses it for C^1 results and as the largest
+    order otherwise, lowering it per step where the set is small enough; certificates replay
+    every step at m); max_step : largest step (exact, or None); tolerance : the
     step h is chosen with ``|x_K| h^K ~ tolerance * max(1, |x|)`` at the centres;
     max_steps : a budget (the flow fails with a message beyond it); halvings : how often a
     step whose a priori enclosure fails is halved before giving up.

@@ -16,7 +16,14 @@ from certified.arith.taylor import _kernels
 from certified.arith.taylor.tape import Tape, compile_tape, parameter_intervals
 from certified.errors import EmptyIntervalError, InputError, NonFiniteError, ShapeError
 
-__all__ = ["STATUS", "Tape", "compile_tape", "jets_float64", "parameter_intervals"]
+__all__ = [
+    "STATUS",
+    "Tape",
+    "compile_tape",
+    "jets_float64",
+    "jets_float64_prevalidated",
+    "parameter_intervals",
+]
 
 STATUS = {
     _kernels.OK: "ok",
@@ -125,6 +132,59 @@ def jets_float64(
     else:
         g = np.shape(seeds_lo)[-1] if np.ndim(seeds_lo) == 3 else -1
         s_lo, s_hi = _endpoints(seeds_lo, seeds_hi, (N, d, g), "seeds")
+    return _kernels.tape_jets(
+        tape.opcodes,
+        tape.arg_start,
+        tape.args,
+        tape.const,
+        tape.aux_start,
+        tape.outputs,
+        tape.const_lo,
+        tape.const_hi,
+        p_lo,
+        p_hi,
+        x_lo,
+        x_hi,
+        s_lo,
+        s_hi,
+        int(order),
+    )
+
+
+_NO_SEEDS: dict[tuple[int, int], np.ndarray] = {}
+
+
+def jets_float64_prevalidated(tape: Tape, p_lo, p_hi, x_lo, x_hi, s_lo, s_hi, order: int):
+    """:func:`jets_float64` for a stepping loop's hot path, with one fused validation: falls
+    back to :func:`jets_float64` (and its specific errors) unless every endpoint is finite,
+    lo <= hi, the shapes are (N, d) and (N, d, g) float64 and ``0 <= order <= MAX_ORDER``.
+
+    Guarantee: as :func:`jets_float64`.
+    """
+    N, d = np.shape(x_lo) if np.ndim(x_lo) == 2 else (-1, -1)
+    seeds = s_lo is not None and s_hi is not None
+    ok = (
+        d == tape.dimension
+        and isinstance(order, int)
+        and 0 <= order <= MAX_ORDER
+        and np.shape(x_hi) == (N, d)
+        and (not seeds or (np.ndim(s_lo) == 3 and np.shape(s_lo)[:2] == (N, d)))
+        and (not seeds or np.shape(s_hi) == np.shape(s_lo))
+    )
+    if ok:
+        x_lo = np.ascontiguousarray(x_lo, dtype=np.float64)
+        x_hi = np.ascontiguousarray(x_hi, dtype=np.float64)
+        ok = bool(np.isfinite(x_lo).all() and np.isfinite(x_hi).all() and (x_lo <= x_hi).all())
+        if ok and seeds:
+            s_lo = np.ascontiguousarray(s_lo, dtype=np.float64)
+            s_hi = np.ascontiguousarray(s_hi, dtype=np.float64)
+            ok = bool(np.isfinite(s_lo).all() and np.isfinite(s_hi).all() and (s_lo <= s_hi).all())
+    if not ok:
+        return jets_float64(tape, p_lo, p_hi, x_lo, x_hi, s_lo, s_hi, order=order)
+    if not seeds:
+        s_lo = s_hi = _NO_SEEDS.get((N, d))
+        if s_lo is None:
+            s_lo = s_hi = _NO_SEEDS.setdefault((N, d), np.zeros((N, d, 0)))
     return _kernels.tape_jets(
         tape.opcodes,
         tape.arg_start,

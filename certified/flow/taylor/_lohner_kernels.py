@@ -203,3 +203,17 @@ def horner(lo, hi, hl, hh, out_lo, out_hi):
             b = up(b + hi[k, q])
         out_lo[q] = a
         out_hi[q] = b
+
+
+@kernel
+def picard_image(xl, xh, hh, Fl, Fh, Tl, Th):
+    """[Tl, Th] encloses X + [0, h] F for every h in [0, hh] (hh >= 0; shapes (N, d)):
+    [0, h] F lies in [min(0, hh Fl), max(0, hh Fh)], each product and sum rounded outward
+    (proofs/bounds.md#picard, #pred-succ)."""
+    n, d = xl.shape
+    for q in range(n):
+        for i in range(d):
+            a = min(0.0, dn(hh * Fl[q, i]))
+            b = max(0.0, up(hh * Fh[q, i]))
+            Tl[q, i] = dn(xl[q, i] + a)
+            Th[q, i] = up(xh[q, i] + b)

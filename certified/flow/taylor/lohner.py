@@ -33,12 +33,19 @@ class _Jets:
         from certified.arith.taylor import compile_tape, parameter_intervals
 
         self.tape = compile_tape(problem.field.expression)
-        self.params = [parameter_intervals(p.values) for p in problem.pieces]
+        self.params = [
+            tuple(np.ascontiguousarray(a, dtype=np.float64) for a in parameter_intervals(p.values))
+            for p in problem.pieces
+        ]
 
     def __call__(self, j: int, xl, xh, order: int, sl=None, sh=None):
-        from certified.arith.taylor import jets_float64
+        from certified.arith.taylor import jets_float64, jets_float64_prevalidated
 
         pl, ph = self.params[j]
+        if np.isfinite(xl).all() and np.isfinite(xh).all():  # the common case: one check
+            if sl is None or (np.isfinite(sl).all() and np.isfinite(sh).all()):
+                out = jets_float64_prevalidated(self.tape, pl, ph, xl, xh, sl, sh, order)
+                return _zero_failed(*out)
         bad = ~(np.all(np.isfinite(xl), axis=1) & np.all(np.isfinite(xh), axis=1))
         if sl is not None:
             bad |= ~np.all(np.isfinite(sl) & np.isfinite(sh), axis=(1, 2))
@@ -48,11 +55,16 @@ class _Jets:
                 sl = np.where(bad[:, None, None], 0.0, sl)
                 sh = np.where(bad[:, None, None], 0.0, sh)
         lo, hi, status = jets_float64(self.tape, pl, ph, xl, xh, sl, sh, order=order)
-        status = np.where(bad, 1, status)
-        failed = status != 0
-        if failed.any():  # their coefficients are [-inf, inf]: zeros keep the arithmetic finite
-            lo[:, failed], hi[:, failed] = 0.0, 0.0
-        return lo, hi, status
+        return _zero_failed(lo, hi, np.where(bad, 1, status))
+
+
+def _zero_failed(lo, hi, status):
+    """Failed sets' coefficients are [-inf, inf]: zeros keep the arithmetic finite (their
+    status marks them failed)."""
+    failed = status != 0
+    if failed.any():
+        lo[:, failed], hi[:, failed] = 0.0, 0.0
+    return lo, hi, status
 
 
 def _step_size(coefs: np.ndarray, c: np.ndarray, K: int, tol: float) -> float:
@@ -132,35 +144,39 @@ def _apriori_guess(jets, j, X: Interval, h: Interval, halfwidth, at):
     tried again (twice). None unless every set validates with the margin that
     :func:`_apriori` leaves (then the caller takes the inflation loop)."""
     n, d = X.shape
-    zero_h = Interval(np.zeros_like(h.lo), h.hi)
-    T = X + zero_h * Interval(at[0][1, :, :, 0], at[1][1, :, :, 0])
-    w = np.max(T.width_upper(), axis=1, keepdims=True) * 0.25 + halfwidth
-    Bl, Bh = T.lo - w, T.hi + w
+    xl, xh, hh = X.lo, X.hi, float(np.max(h.hi))
+    Tl, Th = np.empty((n, d)), np.empty((n, d))
+    LK.picard_image(xl, xh, hh, at[0][1, :, :, 0], at[1][1, :, :, 0], Tl, Th)
+    w = np.max(Th - Tl, axis=1, keepdims=True) * 0.25 + halfwidth
+    Bl, Bh = Tl - w, Th + w
     Dl, Dh = np.empty((n, d, d)), np.empty((n, d, d))
     todo = np.arange(n)
     for _ in range(3):
         eye = np.broadcast_to(np.eye(d), (todo.size, d, d))
         dlo, dhi, st = jets(j, Bl[todo], Bh[todo], 1, eye, eye)
-        Xs, hs = Interval(X.lo[todo], X.hi[todo]), Interval(zero_h.lo[todo], zero_h.hi[todo])
-        T = Xs + hs * Interval(dlo[1, :, :, 0], dhi[1, :, :, 0])
-        margin = T.width_upper() * 0.05 + halfwidth[todo]
-        ok = np.all((T.lo - margin >= Bl[todo]) & (T.hi + margin <= Bh[todo]), axis=1)
+        Tl, Th = np.empty((todo.size, d)), np.empty((todo.size, d))
+        LK.picard_image(xl[todo], xh[todo], hh, dlo[1, :, :, 0], dhi[1, :, :, 0], Tl, Th)
+        margin = (Th - Tl) * 0.05 + halfwidth[todo]
+        ok = np.all((Tl - margin >= Bl[todo]) & (Th + margin <= Bh[todo]), axis=1)
         ok &= st == 0
         Dl[todo[ok]], Dh[todo[ok]] = dlo[1, ok, :, 1:], dhi[1, ok, :, 1:]
         bad = ~ok
         if not bad.any():
-            return Interval(Bl, Bh), Interval(Dl, Dh), np.zeros(n, dtype=np.int64)
-        grow = np.max(T.width_upper()[bad], axis=1, keepdims=True) * 0.25 + margin[bad]
+            return Interval._trusted(Bl, Bh), Interval._trusted(Dl, Dh), np.zeros(n, np.int64)
+        grow = np.max((Th - Tl)[bad], axis=1, keepdims=True) * 0.25 + margin[bad]
         idx = todo[bad]
-        Bl[idx] = np.minimum(Bl[idx], T.lo[bad] - grow)
-        Bh[idx] = np.maximum(Bh[idx], T.hi[bad] + grow)
+        Bl[idx] = np.minimum(Bl[idx], Tl[bad] - grow)
+        Bh[idx] = np.maximum(Bh[idx], Th[bad] + grow)
         todo = idx
     return None
 
 
-def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m: int, at, tol: float, adapt: bool):
+def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m, at, tol: float, total: float):
     """One step for every set; None if the a priori enclosure fails for some set (the caller
-    halves h), else the new state, the a priori boxes and the failed-update mask."""
+    halves h), else the new state, the a priori boxes, the variational order used with its
+    truncation measured against the target (:func:`_order_target`), and the failed-update
+    mask. ``m``: the variational order, or (None, m_max) to take an a priori estimate;
+    ``total``: the flow's final time (0: no order choice, always the given order)."""
     n, d = c.shape
     hl, hh = fmpq_to_float(h, "down"), fmpq_to_float(h, "up")
     H = Interval(np.full((n, d), hl), np.full((n, d), hh))
@@ -194,9 +210,14 @@ def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m: int, at, tol: float, 
     L = np.where(blown, 0.0, L)
     e = iv.expm1(Interval(L) * Interval(np.full(n, hh))).hi
     e3 = np.broadcast_to(e[:, None, None], (n, d, d))
-    if adapt:
-        m = _variational_order(m, L * hh, e, C, rl, rh, c, tol)
+    bound = _order_target(C, rl, rh, c, tol, hh / total) if total > 0 else None
+    if isinstance(m, tuple):  # first step: an a priori estimate from (L h)^k / k!
+        m = _variational_order(m[1], L * hh, e, bound)
     vlo, vhi, st4 = jets(j, B.lo, B.hi, m, eye - e3, eye + e3)
+    excess = 0.0
+    if bound is not None:  # the truncation term's width, measured, against its target
+        theta = np.sum(vhi[m, :, :, 1:] - vlo[m, :, :, 1:], axis=2).max(axis=1) * hh**m
+        excess = float(np.max(theta / bound))
     xlo, xhi, st5 = jets(j, X.lo, X.hi, m - 1, eye, eye)
     Hd = Interval(np.full((n, d, d), hl), np.full((n, d, d), hh))
     J = _poly(
@@ -226,23 +247,43 @@ def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m: int, at, tol: float, 
     failed = (
         blown | (ok == 0) | (status != 0) | ~np.all(np.isfinite(rl2) & np.isfinite(rh2), axis=1)
     )
-    return (c2, C2, rl2, rh2, B, J, allowed), np.flatnonzero(failed)
+    return (c2, C2, rl2, rh2, B, J, allowed, (m, excess)), np.flatnonzero(failed)
 
 
-def _variational_order(m: int, Lh: np.ndarray, e: np.ndarray, C, rl, rh, c, tol: float) -> int:
-    """The order (at most m) of the variational series for this step, by a heuristic that
-    only changes tightness and cost (any order is sound, proofs/bounds.md#variational): the
-    truncation term, estimated as (L h)^k / k! (1 + e), is to stay below 1e-3 (so that the
-    width of J barely compounds over steps) and, times the set's radius |C r|, below the step
-    tolerance. Points (radius ~ rounding) get low orders; boxes keep high ones."""
+def _order_target(C, rl, rh, c, tol: float, fraction: float) -> np.ndarray:
+    """Per set, the width allowed to the truncation term V_m(B) h^m of the variational series
+    (a heuristic: tightness and cost only; any order is sound, proofs/bounds.md#variational):
+    1% of the step's fraction h / T of the flow's time, so that the width it adds to J,
+    compounded over all steps, costs about 1% of the final width; and, times the set's radius
+    |C r|, the step tolerance. Points (radius ~ rounding) get low orders, boxes high ones."""
     radius = np.max(np.sum(np.abs(C) * np.maximum(np.abs(rl), np.abs(rh))[:, None, :], axis=2), 1)
     target = abs(tol) * np.maximum(1.0, np.max(np.abs(c), axis=1))
+    with np.errstate(divide="ignore"):
+        return np.minimum(0.01 * fraction, np.where(radius > 0, target / radius, np.inf))
+
+
+def _variational_order(m: int, Lh, e, bound) -> int:
+    """A first variational order (at most m): the smallest k >= 2 whose term, estimated as
+    (L h)^k / k! (1 + e), is within ``bound``; later steps measure the term instead
+    (:func:`_next_order`)."""
+    if bound is None:
+        return m
     theta = np.ones_like(Lh) * (1.0 + e)
     for k in range(1, m):
         theta = theta * Lh / k
-        if k >= 2 and np.all(theta <= 1e-3) and np.all(theta * radius <= target):
+        if k >= 2 and np.all(theta <= bound):
             return k
     return m
+
+
+def _next_order(m: int, excess: float, m_max: int) -> int:
+    """The next step's variational order from this step's measured truncation / target:
+    up when over target (by two when far over), down when far under."""
+    if excess > 1.0:
+        m += 2 if excess > 30.0 else 1
+    elif excess < 0.03:
+        m -= 1
+    return min(max(m, 2), m_max)
 
 
 class _FloatSets:
@@ -252,6 +293,8 @@ class _FloatSets:
         self, problem: PiecewiseField, sets: InitialSets, K: int, m: int, jacobian: bool = False
     ) -> None:
         self.jets, self.K, self.m = _Jets(problem), K, m
+        self.order = m if jacobian else (None, m)  # C^1 enclosures keep the full order
+        self.total = float(problem.total_time)
         n, d = sets.c.shape
         eye = np.ascontiguousarray(np.broadcast_to(np.eye(d), (n, d, d)))
         self.P = (eye.copy(), eye.copy()) if jacobian else None
@@ -273,10 +316,10 @@ class _FloatSets:
             self.rh,
             h,
             self.K,
-            self.m,
+            self.order,
             self.at,
             tol,
-            self.P is None,
+            0.0 if self.P is not None else self.total,
         )
         if res == "shrink":
             return "shrink", info
@@ -286,8 +329,10 @@ class _FloatSets:
         return "ok", None
 
     def accept(self) -> Interval:
-        self.c, self.C, self.rl, self.rh, B, J, self.allowed = self.pending
-        if self.P is not None:  # chain rule: DPhi over the set is in J_k ... J_1
+        self.c, self.C, self.rl, self.rh, B, J, self.allowed, (m, excess) = self.pending
+        if self.P is None:
+            self.order = _next_order(m, excess, self.m)
+        else:  # chain rule: DPhi over the set is in J_k ... J_1
             lo, hi = np.empty_like(self.P[0]), np.empty_like(self.P[1])
             LK.imatmul(np.ascontiguousarray(J.lo), np.ascontiguousarray(J.hi), *self.P, lo, hi)
             self.P = (lo, hi)
