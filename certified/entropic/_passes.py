@@ -14,6 +14,7 @@ import numpy as np
 from numba import njit
 
 __all__ = [
+    "cholesky",
     "cholesky_solve",
     "plan_sums",
     "plan_times",
@@ -150,6 +151,28 @@ def schur_matrix(K, al, be, r, cd, tau):  # pragma: no cover - compiled
     for j in range(m):
         S[j, j] += cd[j]
     return S
+
+
+@_jit
+def cholesky(S):  # pragma: no cover - compiled
+    """``(L, ok)`` with ``L Lᵀ = S`` (Cholesky–Crout by rows: every inner product is over two
+    contiguous rows); ``ok`` False when a pivot is not positive. Single-threaded, unlike
+    LAPACK's, whose threads stall on a loaded machine (measured: 0.1-2.7 s instead of 60 ms
+    for n = 1000 with two threads on two busy cores)."""
+    n = S.shape[0]
+    L = np.zeros((n, n))
+    for i in range(n):
+        for j in range(i + 1):
+            s = S[i, j]
+            for k in range(j):
+                s -= L[i, k] * L[j, k]
+            if i == j:
+                if not s > 0.0:
+                    return L, False
+                L[i, i] = np.sqrt(s)
+            else:
+                L[i, j] = s / L[j, j]
+    return L, True
 
 
 @_jit

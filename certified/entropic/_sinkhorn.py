@@ -31,6 +31,8 @@ REBASE = 100.0  # |log u|, |log v| above it: absorb the scalings and rebuild the
 NEWTON_AFTER = 100  # predicted sweeps to the floor above which Newton takes over
 TRUNCATE = 1e-4  # the preconditioner drops plan entries below TRUNCATE * row sum
 REFACTOR = 30  # CG iterations above which the preconditioner is refactored
+CG_TOL = 1e-2  # relative residual of the Newton systems (tighter near the floor)
+START, STEP = 200, 4  # ε-scaling: from γ' >= max C / START down to γ in factors of STEP
 
 
 def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
@@ -61,6 +63,20 @@ def _kernel(f, g, C, gamma):
     np.maximum(Z, CLIP, out=Z)
     with np.errstate(over="ignore"):
         return np.exp(Z, out=Z)
+
+
+def _factor(S, cd):
+    """The Cholesky factor of S (its diagonal raised by up to 1e-4 cd when a pivot is not
+    positive), or the diagonal cd itself (Jacobi) if that fails too."""
+    for shift in (0.0, 1e-8, 1e-6, 1e-4):
+        L, ok = ps.cholesky(S + np.diag(shift * cd) if shift else S)
+        if ok and np.all(np.isfinite(L)):
+            return L
+    return cd
+
+
+def _precondition(chol, res):
+    return res / chol if chol.ndim == 1 else ps.cholesky_solve(chol, res)
 
 
 class _Stage:
@@ -128,14 +144,14 @@ class _Stage:
         cd = c * (1 + 1e-10)  # keeps S definite when the plan splits into blocks (small γ)
         if chol is None:
             S = ps.schur_matrix(K, al, be, r, cd, TRUNCATE)
-            chol = np.linalg.cholesky(S)
+            chol = _factor(S, cd)
             self.counts["factorisations"] += 1
         rhs = (b - c) - ps.plan_transpose_times(K, al, be, (a - r) / r)
         x = np.zeros_like(rhs)
         res = rhs.copy()
-        z = ps.cholesky_solve(chol, res)
+        z = _precondition(chol, res)
         p, rz = z.copy(), float(res @ z)
-        target = min(1e-3, 0.1 * math.sqrt(err)) * math.sqrt(float(rhs @ rhs))
+        target = min(CG_TOL, 0.1 * math.sqrt(err)) * math.sqrt(float(rhs @ rhs))
         k = 0
         while k < 200 and math.sqrt(float(res @ res)) > target and rz > 0:
             k += 1
@@ -146,7 +162,7 @@ class _Stage:
             alpha = rz / pSp
             x += alpha * p
             res -= alpha * Sp
-            z = ps.cholesky_solve(chol, res)
+            z = _precondition(chol, res)
             rz, rz_old = float(res @ z), rz
             p = z + (rz / rz_old) * p
         self.counts["passes"] += k + 2
@@ -216,8 +232,8 @@ def solve_potentials(C, a, b, gamma: float, max_sweeps: int = 5000):
     # ε-scaling (Kosowsky–Yuille; Schmitzer 2019): solve at γ' = 4^j γ first, warm-starting
     # each stage, so that the small-γ stage starts near its solution
     stages = [gamma]
-    while stages[-1] < Cs.max() / 200 and len(stages) < 12:
-        stages.append(4 * stages[-1])
+    while stages[-1] < Cs.max() / START and len(stages) < 12:
+        stages.append(STEP * stages[-1])
     f, g = np.zeros(len(ia)), np.zeros(len(ib))
     counts = dict.fromkeys(("sweeps", "newton", "cg", "factorisations", "passes"), 0)
     for gam in reversed(stages):
