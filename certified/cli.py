@@ -66,7 +66,7 @@ def _build_parser(chosen: str | None = None, every: bool = False) -> argparse.Ar
             record.add_arguments(parser)
             if record.output == "file" and any(a.dest == "out" for a in parser._actions):
                 parser.add_argument(
-                    "--force", action="store_true", help="replace an existing --out file"
+                    "--force", action="store_true", help="replace existing output files"
                 )
         parser.add_argument(
             "--debug", action="store_true", help="show the traceback of an internal error"
@@ -93,24 +93,44 @@ def _identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
 def _output_problem(args: argparse.Namespace) -> str | None:
     """Why ``--out`` must not be written, or None: it names an input file, an existing file
     (without ``--force``), a directory, or a path in a directory that does not exist."""
-    out = getattr(args, "out", None)
-    if out is None or command(args.command).output != "file":
+    if command(args.command).output != "file":
         return None
+    named = [(o, getattr(args, o, None)) for o in _OUTPUT_OPTIONS if getattr(args, o, None)]
+    real = [os.path.realpath(p) for _, p in named]
+    if len(set(real)) < len(real):  # two outputs, one file (even one that does not exist yet)
+        flags = " and ".join("--" + o.replace("_", "-") for o, _ in named)
+        return f"{flags}: name the same file; choose two files"
+    for option in _OUTPUT_OPTIONS:
+        out = getattr(args, option, None)
+        problem = None if out is None else _one_output_problem(args, option, out)
+        if problem is not None:
+            return problem
+    return None
+
+
+_OUTPUT_OPTIONS = ("out", "enclosures")  # the options that name files a command writes
+
+
+def _one_output_problem(args: argparse.Namespace, option: str, out) -> str | None:
+    flag = "--" + option.replace("_", "-")
     target = Path(out)
     ident = _identity(target)
     if ident is not None:
         for name, value in sorted(vars(args).items()):
             is_path = isinstance(value, (str, os.PathLike))
-            if name != "out" and is_path and _identity(value) == ident:
-                return f"--out: {out} is the --{name.replace('_', '-')} input; choose another file"
+            if name != option and is_path and _identity(value) == ident:
+                kind = "output" if name in _OUTPUT_OPTIONS else "input"
+                return (
+                    f"{flag}: {out} is the --{name.replace('_', '-')} {kind}; choose another file"
+                )
         if target.is_dir():
-            return f"--out: {out} is a directory; name a file"
+            return f"{flag}: {out} is a directory; name a file"
         if not getattr(args, "force", False):
-            return f"--out: {out} exists; pass --force to replace it"
+            return f"{flag}: {out} exists; pass --force to replace it"
     parent = target.parent
     if not parent.is_dir():
         what = "is not a directory" if parent.exists() else "does not exist"
-        return f"--out: the directory {os.fspath(parent)!r} {what}"
+        return f"{flag}: the directory {os.fspath(parent)!r} {what}"
     return None
 
 

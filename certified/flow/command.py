@@ -75,7 +75,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="working precision in bits, 53 to 4096 (ReLU: default 128; smooth fields: default "
         "53, the compiled float64 kernels; other values run the same method in arb)",
     )
-    parser.add_argument("--out", type=Path, required=True, help="certificate file to write")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="certificate file to write (omit it, or pass --no-certificate, for certified "
+        "enclosures without a certificate)",
+    )
+    parser.add_argument(
+        "--no-certificate",
+        action="store_true",
+        help="certified enclosures only: no certificate, no replay (fast; at any size)",
+    )
+    parser.add_argument(
+        "--enclosures",
+        type=Path,
+        help="also write the enclosures at every saved time: .csv (t, set, lo_0, hi_0, ...), "
+        ".npz (lo, hi, times) or .json; bounds rounded outward",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
@@ -126,10 +142,15 @@ def run(args: argparse.Namespace) -> int:
     from certified.certificates import command_json, print_json, write_if_accepted
     from certified.errors import InputError
     from certified.flow.api import enclose_flow, flow_certificate_for
+    from certified.flow.enclosures_file import check_enclosures_path
     from certified.io import read_boxes, read_points
     from certified.models import Schedule
 
     t0 = time.perf_counter()
+    if args.no_certificate and args.out is not None:
+        raise InputError("--out, --no-certificate: a certificate or none; give one of them")
+    if args.enclosures is not None:
+        check_enclosures_path(args.enclosures)
     if args.field is not None or args.save_at is not None:
         return _run_field(args, t0)
     schedule = Schedule.from_json(args.schedule)
@@ -159,6 +180,10 @@ def run(args: argparse.Namespace) -> int:
         )
     progress = Progress("flow")
     what = "boxes" if args.boxes is not None else "points"
+    if args.out is None:  # enclosures only: the fastest engine that applies
+        with progress.stage(f"enclosing the flow of {n} {what}"):
+            result = enclose_flow(schedule, start, prec=args.prec)
+        return _enclosures_only(args, result, n, what, source, t0)
     refusal = _relu_over_budget(schedule, n, what, args.prec)
     with progress.stage(f"enclosing the flow of {n} {what}"):
         if refusal is None:  # the region engine: its hints make a certificate
@@ -177,6 +202,7 @@ def run(args: argparse.Namespace) -> int:
             path, check = write_if_accepted(args.out, cert)
         if check.verified:
             verdict = "VERIFIED"
+            _save_enclosures(args, result)
         else:
             message = f"the certificate was not accepted by the checker: {check.reason}"
     elif refusal is None and result.status.value == "success":
@@ -306,6 +332,8 @@ def _run_field(args, t0: float, schedule=None) -> int:
     progress = Progress("flow")
     with progress.stage(f"enclosing the flow of {n} {what}"):
         result = enclose_flow(problem, start, save_at=save_at, prec=args.prec)
+    if args.out is None:
+        return _enclosures_only(args, result, n, what, source, t0)
     verdict, path, message, claims = "UNDECIDED", None, result.message, None
     if result.status.value == "success":
         try:
@@ -318,6 +346,7 @@ def _run_field(args, t0: float, schedule=None) -> int:
                 path, check = write_if_accepted(args.out, cert)
             if check.verified:
                 verdict, claims = "VERIFIED", cert["claim"]["enclosures"][-1]
+                _save_enclosures(args, result)
             else:
                 message = f"the certificate was not accepted by the checker: {check.reason}"
     seconds = time.perf_counter() - t0
@@ -342,6 +371,59 @@ def _run_field(args, t0: float, schedule=None) -> int:
         if verdict == "VERIFIED":
             print(f"  scope: {flow_scope(n, what, source, list(result.times))}")
     if verdict == "VERIFIED":
+        return 0
+    print(f"certified flow: {message}", file=sys.stderr)
+    return 1
+
+
+def _save_enclosures(args, result) -> None:
+    """``--enclosures FILE``: the engine's enclosures at every saved time (a certificate's
+    claims, replayed in arb, may be tighter)."""
+    if args.enclosures is not None and result.status.value == "success":
+        result.save(args.enclosures)
+
+
+def _enclosures_only(args, result, n: int, what: str, source, t0: float) -> int:
+    """No ``--out`` (or ``--no-certificate``): the certified enclosures, printed and, with
+    ``--enclosures``, written; no certificate and no replay. Exit 0 when the flow succeeded."""
+    from certified.arith.exact import fmpq_to_str, to_fmpq
+    from certified.certificates import command_json, print_json
+
+    ok = result.status.value == "success"
+    verdict = "VERIFIED" if ok else "UNDECIDED"
+    message = "" if ok else result.message
+    if ok:
+        _save_enclosures(args, result)
+    scope = flow_scope(n, what, source, list(result.times)) + (
+        " (enclosures computed in rigorous arithmetic; no certificate: not re-checked by the "
+        "checker)"
+    )
+    seconds = time.perf_counter() - t0
+    if args.json:
+        out = command_json("flow", verdict, None, seconds, scope=scope, message=message)
+        if ok:
+            enc = result.final
+            exact = fmpq_to_str
+            out["enclosures"] = [
+                [[exact(to_fmpq(x)), exact(to_fmpq(y))] for x, y in zip(a, b, strict=True)]
+                for a, b in zip(enc.lo.tolist(), enc.hi.tolist(), strict=True)
+            ]
+            out["max_width"] = decimal_upper(result.max_width())
+            out["times"] = list(result.times)
+            out["enclosures_file"] = None if args.enclosures is None else str(args.enclosures)
+        print_json(out)
+    else:
+        if ok:
+            T = result.times[-1]
+            print(f"{n} {what}, T = {T}: max enclosure width {result.max_width():.3e}")
+            if args.enclosures is not None:
+                print(f"VERIFIED: enclosures written to {args.enclosures} (no certificate)")
+            else:
+                print("VERIFIED: enclosures only (no certificate); --enclosures FILE writes them")
+            print(f"  scope: {scope}")
+        else:
+            print(f"UNDECIDED: {message}")
+    if ok:
         return 0
     print(f"certified flow: {message}", file=sys.stderr)
     return 1

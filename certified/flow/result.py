@@ -76,6 +76,23 @@ class FlowEnclosure:
         """Enclosures at the last requested time, shape (N, d)."""
         return self.enclosures[-1]
 
+    def save(self, path) -> Any:
+        """Write the enclosures at every requested time to ``path`` (``.csv`` with lo/hi
+        columns, ``.npz`` or ``.json``: :mod:`certified.flow.enclosures_file`), atomically;
+        the exact ``bounds`` when present. Only a successful result can be saved.
+
+        Guarantee: every number written bounds the enclosure in its direction.
+        """
+        from certified.errors import InputError
+        from certified.flow.enclosures_file import write_enclosures
+
+        if self.status is not FlowStatus.SUCCESS:
+            raise InputError(f"the flow failed ({self.status.value}): {self.message}")
+        if self.bounds is not None:
+            lo, hi = self.bounds[..., 0], self.bounds[..., 1]
+            return write_enclosures(path, list(self.times), lo, hi)
+        return write_enclosures(path, list(self.times), self.enclosures.lo, self.enclosures.hi)
+
     def max_width(self) -> float:
         """Largest width (upper bound) over all enclosures at the final time (from the exact
         ``bounds`` when present).
