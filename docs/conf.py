@@ -23,7 +23,7 @@ extensions = [
     "sphinxarg.ext",
 ]
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
-exclude_patterns = ["_build", "**.ipynb_checkpoints"]
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "bench/*.md"]
 nb_execution_mode = "off"  # notebooks are shown with their stored outputs
 myst_enable_extensions = ["dollarmath", "deflist", "colon_fence"]
 myst_heading_anchors = 3
