@@ -28,25 +28,38 @@ __all__ = [
 # not "nnan"/"ninf": the solver detects non-finite values
 _FAST = {"reassoc", "contract", "nsz", "arcp"}
 _jit = njit(cache=True, fastmath=_FAST, error_model="numpy")
+_inline = njit(cache=True, fastmath=_FAST, error_model="numpy", inline="always")
+
+
+@_inline
+def _relax(x, s, w):  # pragma: no cover - compiled
+    """x^(1-w) (1/s)^w: the over-relaxed update of a scaling x whose product with the kernel
+    sum s should be 1 (w = 1: plain Sinkhorn, 1/s)."""
+    return 1.0 / s if w == 1.0 else (x * s) ** (1.0 - w) / s
 
 
 @_jit
-def sweep(K, a, b, u, v):  # pragma: no cover - compiled
-    """One Sinkhorn sweep in place: ``u = 1/(K (b v))`` then ``v = 1/(Kᵀ (a u))``; returns
-    the L1 error of the column sums before the v-update (the rows are then exact)."""
+def sweep(K, a, b, u, v, w):  # pragma: no cover - compiled
+    """One Sinkhorn sweep in place, over-relaxed by ``w`` in [1, 2) (Thibault, Chizat,
+    Dossal and Papadakis 2021): ``u ← u^(1-w) (1/(K (b v)))^w``, then ``v`` likewise with
+    ``Kᵀ (a u)``. Returns the L1 marginal error of the plan after the u-update."""
     n, m = K.shape
     bv = b * v
     col = np.zeros(m)
+    err = 0.0
     for i in range(0, n - 1, 2):
         s0 = 0.0
         s1 = 0.0
         for j in range(m):
             s0 += K[i, j] * bv[j]
             s1 += K[i + 1, j] * bv[j]
-        u[i] = 1.0 / s0
-        u[i + 1] = 1.0 / s1
-        w0 = a[i] / s0
-        w1 = a[i + 1] / s1
+        u0 = _relax(u[i], s0, w)
+        u1 = _relax(u[i + 1], s1, w)
+        u[i] = u0
+        u[i + 1] = u1
+        err += a[i] * abs(u0 * s0 - 1.0) + a[i + 1] * abs(u1 * s1 - 1.0)
+        w0 = a[i] * u0
+        w1 = a[i + 1] * u1
         for j in range(m):
             col[j] += w0 * K[i, j] + w1 * K[i + 1, j]
     if n % 2:
@@ -54,14 +67,15 @@ def sweep(K, a, b, u, v):  # pragma: no cover - compiled
         s0 = 0.0
         for j in range(m):
             s0 += K[i, j] * bv[j]
-        u[i] = 1.0 / s0
-        w0 = a[i] / s0
+        u0 = _relax(u[i], s0, w)
+        u[i] = u0
+        err += a[i] * abs(u0 * s0 - 1.0)
+        w0 = a[i] * u0
         for j in range(m):
             col[j] += w0 * K[i, j]
-    err = 0.0
     for j in range(m):
         err += abs(col[j] * bv[j] - b[j])
-        v[j] = 1.0 / col[j]
+        v[j] = _relax(v[j], col[j], w)
     return err
 
 

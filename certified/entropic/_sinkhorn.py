@@ -29,7 +29,8 @@ CAP = 10.0  # largest change of a potential in one Newton step, in units of γ
 CLIP = -400.0  # exponents below it are raised to it (keeps subnormals out of the passes)
 REBASE = 100.0  # |log u|, |log v| above it: absorb the scalings and rebuild the kernel
 NEWTON_AFTER = 100  # predicted sweeps to the floor above which Newton takes over
-TRUNCATE = 1e-4  # the preconditioner drops plan entries below TRUNCATE * row sum
+RELAX_AFTER = 10  # sweeps between updates of the over-relaxation from the observed rate
+TRUNCATE = 1e-6  # the preconditioner drops plan entries below TRUNCATE * row sum
 REFACTOR = 30  # CG iterations above which the preconditioner is refactored
 CG_TOL = 1e-2  # relative residual of the Newton systems (tighter near the floor)
 START, STEP = 200, 4  # ε-scaling: from γ' >= max C / START down to γ in factors of STEP
@@ -63,6 +64,16 @@ def _kernel(f, g, C, gamma):
     np.maximum(Z, CLIP, out=Z)
     with np.errstate(over="ignore"):
         return np.exp(Z, out=Z)
+
+
+def _relaxation(w, lam):
+    """The over-relaxation for the observed rate ``lam`` per sweep at relaxation ``w``:
+    Young's relation (λ + w − 1)² = λ w² μ² gives the plain rate μ² (locally Sinkhorn is
+    block Gauss–Seidel on a two-block system), whose optimum is 2/(1 + √(1 − μ²))."""
+    if not 0 < lam < 1:
+        return w
+    mu2 = min((lam + w - 1) ** 2 / (lam * w * w), 0.9999)
+    return min(1.9, 2 / (1 + math.sqrt(1 - mu2)))
 
 
 def _factor(S, cd):
@@ -119,22 +130,31 @@ class _Stage:
 
     def sinkhorn(self, floor, max_sweeps, min_sweeps=20):
         """Sweeps until the floor, or until the observed linear rate predicts more than
-        NEWTON_AFTER sweeps to it (Newton is then cheaper). Returns the last error."""
-        history = []
+        NEWTON_AFTER sweeps to it (Newton is then cheaper). Every RELAX_AFTER sweeps the
+        observed rate resets the over-relaxation (:func:`_relaxation`); back to w = 1 for
+        good if the error grows. Returns the last error."""
+        history, w, best, relax = [], 1.0, math.inf, True
         for sweeps in range(1, max_sweeps + 1):
-            err = ps.sweep(self.K, self.a, self.b, self.u, self.v)
+            err = ps.sweep(self.K, self.a, self.b, self.u, self.v, w)
             self.counts["sweeps"] += 1
             self.counts["passes"] += 1
             history.append(err)
             if err <= floor or not math.isfinite(err):
                 break
+            best = min(best, err)
+            if w > 1 and err > 10 * best:  # diverging: plain sweeps from here
+                w, history, best, relax = 1.0, [], err, False
+            elif relax and sweeps % RELAX_AFTER == 0 and len(history) > 5 and history[-6] > 0:
+                w1 = _relaxation(w, (history[-1] / history[-6]) ** 0.2)
+                if abs(w1 - w) > 0.01:
+                    w, history = w1, [err]
             if len(history) >= min_sweeps:
                 rho = (history[-1] / history[-11]) ** 0.1 if history[-11] > 0 else 0.0
                 ahead = math.log(floor / err) / math.log(rho) if 0 < rho < 1 else math.inf
                 if ahead > NEWTON_AFTER:
                     break
             if sweeps % 50 == 0 and self.rebase():
-                history.clear()
+                history = []
         return err
 
     def _direction(self, al, be, r, c, err, chol):
@@ -175,7 +195,7 @@ class _Stage:
         value improves; stops at the floor or when the error stagnates there."""
         al, be, r, c, err = self.sums()
         D = self.dual(r)
-        radius, chol = CAP, None
+        radius, chol, slow = CAP, None, 0
         for _ in range(max_steps):
             if err <= floor:
                 break
@@ -195,11 +215,14 @@ class _Stage:
                 break
             self.counts["newton"] += 1
             radius = 4 * radius if tries == 0 else max(step * big, CAP / 1024)
-            stagnant = err < 1e-12 and e1 > err / 2
+            # near the float floor a step that does not halve the error is retried once
+            # with a fresh factor (a more exact direction), then the floor is accepted
+            slow = slow + 1 if err < 1e-12 and e1 > err / 2 else 0
+            chol = None if slow == 1 else chol
             al, be, r, c, err, D = al1, be1, r1, c1, e1, max(D, D1)
             if self.rebase():  # the plan is unchanged: the factor stays a good preconditioner
                 al, be, r, c, err = self.sums()
-            if stagnant:
+            if slow >= 2:
                 break
         return err
 
