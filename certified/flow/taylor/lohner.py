@@ -472,8 +472,10 @@ def _failure(saves, n, d, t, failed, why, j, budget=None) -> FlowEnclosure:
         )
     elif why == "budget":
         msg = (
-            f"more than {budget} steps by time {t}: raise StepPolicy.max_steps, or lower "
-            "the order's tolerance demands (a larger tolerance takes longer steps)"
+            f"more than {budget} steps (the step budget) by time {t}: the steps "
+            "have become very short, usually because the sets grew too wide; split the boxes "
+            "into smaller ones, or end the flow earlier (--time); from Python, also "
+            "StepPolicy(max_steps=..., tolerance=...) (a larger tolerance takes longer steps)"
         )
     else:
         which = ", ".join(str(i) for i in failed[:5]) + (" ..." if failed.size > 5 else "")
