@@ -16,6 +16,7 @@ from numba import njit
 __all__ = [
     "cholesky",
     "cholesky_solve",
+    "exponents",
     "plan_sums",
     "plan_times",
     "plan_transpose_times",
@@ -77,6 +78,19 @@ def sweep(K, a, b, u, v, w):  # pragma: no cover - compiled
         err += abs(col[j] * bv[j] - b[j])
         v[j] = _relax(v[j], col[j], w)
     return err
+
+
+@_jit
+def exponents(f, g, C, inv, clip):  # pragma: no cover - compiled
+    """``max((f_i + g_j - C_ij) inv, clip)`` in one pass (the kernel's exponent)."""
+    n, m = C.shape
+    Z = np.empty((n, m))
+    for i in range(n):
+        fi = f[i]
+        for j in range(m):
+            z = (fi + g[j] - C[i, j]) * inv
+            Z[i, j] = z if z > clip else clip
+    return Z
 
 
 @_jit

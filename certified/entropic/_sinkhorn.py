@@ -58,10 +58,7 @@ def c_transform_g(f, C, a, gamma):
 
 
 def _kernel(f, g, C, gamma):
-    Z = np.subtract(f[:, None], C)
-    Z += g[None, :]
-    Z *= 1.0 / gamma
-    np.maximum(Z, CLIP, out=Z)
+    Z = ps.exponents(f, g, C, 1.0 / gamma, CLIP)
     with np.errstate(over="ignore"):
         return np.exp(Z, out=Z)
 
@@ -254,8 +251,8 @@ def solve_potentials(C, a, b, gamma: float, max_sweeps: int = 5000):
     As, Bs = a[ia], b[ib]
     # ε-scaling (Kosowsky–Yuille; Schmitzer 2019): solve at γ' = 4^j γ first, warm-starting
     # each stage, so that the small-γ stage starts near its solution
-    stages = [gamma]
-    while stages[-1] < Cs.max() / START and len(stages) < 12:
+    stages, top = [gamma], float(Cs.max())
+    while stages[-1] < top / START and len(stages) < 12:
         stages.append(STEP * stages[-1])
     f, g = np.zeros(len(ia)), np.zeros(len(ib))
     counts = dict.fromkeys(("sweeps", "newton", "cg", "factorisations", "passes"), 0)
