@@ -37,12 +37,15 @@ class _Jets:
             tuple(np.ascontiguousarray(a, dtype=np.float64) for a in parameter_intervals(p.values))
             for p in problem.pieces
         ]
+        # the fast path validates states and seeds only: parameters once, here
+        self.fast = all(np.isfinite(a).all() and np.isfinite(b).all() and (a <= b).all()
+                        for a, b in self.params)  # fmt: skip
 
     def __call__(self, j: int, xl, xh, order: int, sl=None, sh=None):
         from certified.arith.taylor import jets_float64, jets_float64_prevalidated
 
         pl, ph = self.params[j]
-        if np.isfinite(xl).all() and np.isfinite(xh).all():  # the common case: one check
+        if self.fast and np.isfinite(xl).all() and np.isfinite(xh).all():  # the common case
             if sl is None or (np.isfinite(sl).all() and np.isfinite(sh).all()):
                 out = jets_float64_prevalidated(self.tape, pl, ph, xl, xh, sl, sh, order)
                 return _zero_failed(*out)
