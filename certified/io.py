@@ -360,7 +360,7 @@ def _schema_problem(e: Any, classes: tuple[type[InputError], ...], where: str,
         deepest = max(e.context, key=lambda c: len(c.absolute_path))
         if len(deepest.absolute_path) > len(e.absolute_path):
             return _schema_problem(deepest, classes, where, defs)
-        return named(error, f"expected one of the forms {_forms(sub)}, got {_keys_of(inst)}")
+        return named(error, _one_of(sub, inst))
     props = list(sub.get("properties", {})) if isinstance(sub, dict) else []
     if key == "type" and value == "object":
         keys = f" with keys {', '.join(props)}" if props else ""
@@ -397,13 +397,19 @@ def _schema_problem(e: Any, classes: tuple[type[InputError], ...], where: str,
     return named(error, " ".join(e.message.split())[:200])
 
 
-def _forms(sub: dict[str, Any]) -> str:
-    forms = [" + ".join(f.get("required", [])) or "?" for f in sub.get("oneOf", [])]
-    return " or ".join(forms)
-
-
-def _keys_of(inst: Any) -> str:
-    return f"keys {', '.join(map(str, inst))}" if isinstance(inst, dict) else _json_type(inst)
+def _one_of(sub: dict[str, Any], inst: Any) -> str:
+    """The message of an object matching none of the alternatives of a ``oneOf`` (each an
+    object with its own required keys: ``{"gaussian": ...}`` or ``{"uniform": ...}``)."""
+    branches = [b for b in sub.get("oneOf", []) if isinstance(b, dict)]
+    forms = " or ".join(" + ".join(map(repr, b.get("required", []))) or "?" for b in branches)
+    if not isinstance(inst, dict):
+        return f"expected an object with exactly one of {forms}, got {_json_type(inst)}"
+    known = {k for b in branches for k in b.get("properties", {})}
+    unknown = [k for k in inst if k not in known]
+    if unknown:
+        return f"unknown key {unknown[0]!r}; give exactly one of {forms}"
+    got = ", ".join(map(repr, inst)) or "no key"
+    return f"give exactly one of {forms}, got {got}"
 
 
 def validate_json(

@@ -139,7 +139,7 @@ BROKEN = [
     ("tokens-instance", ("population", "gaussian", "cov"), "identity", ShapeError,
      "population.gaussian.cov: expected a list of rows, each a list of numbers, got a string"),
     ("tokens-instance", ("population",), {"cauchy": {"scale": 1}}, SchemaError,
-     "population: expected one of the forms gaussian or uniform, got keys cauchy"),
+     "population: unknown key 'cauchy'; give exactly one of 'gaussian' or 'uniform'"),
     ("tokens-instance", ("samples",), DELETE, SchemaError,
      "missing key 'samples'; required keys: Q, K, V, R, samples, population"),
     ("tokens-instance", ("n",), 8, SchemaError,
