@@ -37,6 +37,32 @@ CAPD = {
 }
 
 
+def _rounding_prediction(problem, X0, res) -> dict:
+    """The width a float64 estimate predicts for an enclosure that propagates rounding
+    through the flow's own derivative: max over points of |DPhi_T(x)|_inf (central differences
+    of the float64 Taylor flow on the certified run's steps) x unit roundoff x steps x
+    max(1, |Phi_T(x)|); and the certified max width's ratio to it (tightness; issue 18)."""
+    from certified.flow.taylor.float64 import float_taylor_flow
+
+    X0 = np.asarray(X0, dtype=float)
+    steps, K = res.hints["steps"], res.hints["order"]
+    d = X0.shape[1]
+    eps = 1e-6 * np.maximum(1.0, np.abs(X0))
+    cols = []
+    for q in range(d):
+        e = np.zeros(d)
+        e[q] = 1.0
+        plus = float_taylor_flow(problem, X0 + eps[:, q : q + 1] * e, steps, K)
+        minus = float_taylor_flow(problem, X0 - eps[:, q : q + 1] * e, steps, K)
+        cols.append((plus - minus) / (2 * eps[:, q : q + 1]))
+    D = np.stack(cols, axis=2)  # (n, d, d)
+    norm = np.max(np.sum(np.abs(D), axis=2), axis=1)
+    x = float_taylor_flow(problem, X0, steps, K)
+    count = sum(len(s) for s in steps)
+    predicted = float(np.max(norm * 2.0**-53 * count * np.maximum(1.0, np.abs(x).max(axis=1))))
+    return {"predicted_width": predicted, "width_ratio_to_prediction": res.max_width() / predicted}
+
+
 def _same_steps(problem, X0, res):
     """The float64 baseline of a certified run: its Taylor steps without enclosures."""
     from certified.flow.taylor.float64 import float_taylor_flow
@@ -104,6 +130,7 @@ def _bench_tanh(quick: bool) -> Benchmark:
         same_taylor_steps_float64_seconds=same_seconds,
         ratio_to_same_taylor_steps=b.seconds / same_seconds,
         ratio_to_same_taylor_steps_target=3.0,
+        **_rounding_prediction(neural_field(schedule), X0, res),
     )
     return Benchmark(b.name, b.seconds, b.baseline, b.baseline_seconds, b.ratio, None, extra)
 
@@ -147,6 +174,7 @@ def _bench_fields(quick: bool) -> list[Benchmark]:
                     "capd_width": capd_w,
                     "ratio_to_capd": seconds / capd_s,
                     "width_ratio_to_capd": res.max_width() / capd_w,
+                    **_rounding_prediction(field.for_time(T), X, res),
                 },
             )
         )
@@ -174,7 +202,8 @@ def _bench_lorenz_points(quick: bool) -> Benchmark:
     res = result["r"]
     base = best_seconds(_same_steps(lorenz().for_time(1), X, res), 3)
     extra = {"max_width": res.max_width(), "target_seconds": 0.8,
-             "certified_points": n if res.status.value == "success" else 0}  # fmt: skip
+             "certified_points": n if res.status.value == "success" else 0,
+             **_rounding_prediction(lorenz().for_time(1), X, res)}  # fmt: skip
     name = f"lorenz {n} points in (15, 15, 36) +- 1, T=1 (certified, 53 bits)"
     return Benchmark(name, seconds, "float64, same Taylor steps", base, seconds / base, None,
                      extra)  # fmt: skip
