@@ -5,7 +5,8 @@ Formats (the CLI contract of ``design.md``):
 * points / dataset: ``.json`` ``{"X": n×d, "Y": n×d}`` (``Y`` optional for points), ``.npz``
   with arrays ``X`` (and ``Y``), or ``.csv`` with one point per row for ``X`` alone (an
   optional first row of column names: a row whose fields all are names);
-* measure: ``.json`` ``{"points": n×d, "weights": n}`` (weights optional: uniform ``1/n``).
+* measure: ``.json`` ``{"points": n×d, "weights": n}`` (weights optional: uniform ``1/n``;
+  an optional ``"normalized_from_sum"`` next to them records a ``--normalize`` rescaling).
 
 Numbers are JSON numbers or strings. A JSON integer is that integer, a JSON number with a
 fraction or an exponent is the binary64 double Python reads for it (``0.1`` is the double
@@ -49,7 +50,7 @@ import re
 import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import flint
 import numpy as np
@@ -66,17 +67,21 @@ from certified.errors import (
 __all__ = [
     "MAX_INPUT_BYTES",
     "InputFileError",
+    "MeasureFile",
     "OutputFileError",
     "SchemaError",
     "check_keys",
     "exact_matrix",
     "exact_vector",
+    "exact_weights",
+    "normalized_from_sum",
     "parse_json",
     "prefixed_errors",
     "read_boxes",
     "read_dataset",
     "read_json",
     "read_measure",
+    "read_measure_file",
     "read_points",
     "validate_json",
     "write_json_atomic",
@@ -378,6 +383,9 @@ def _schema_problem(e: Any, classes: tuple[type[InputError], ...], where: str,
     if key == "required":
         missing = next(k for k in value if k not in inst)
         return named(error, f"missing key {missing!r}; required keys: {', '.join(value)}")
+    if key == "dependentRequired":
+        needs = next(k for k, keys in value.items() if k in inst and set(keys) - set(inst))
+        return named(error, f"key {needs!r} needs the keys {', '.join(value[needs])}")
     if key == "additionalProperties" and value is False:
         unknown = next(k for k in inst if k not in props)
         return named(error, f"unknown key {unknown!r}; allowed keys: {', '.join(props)}")
@@ -883,6 +891,120 @@ def read_dataset(
     return X, Y
 
 
+def exact_weights(
+    value: Any, field: str, n: int, *, normalize: bool = False
+) -> tuple[np.ndarray, flint.fmpq | None]:
+    """Exact weights of a measure with ``n`` atoms: ``>= 0`` and summing to exactly 1, or, with
+    ``normalize`` (``--normalize``), divided exactly by their sum ``S > 0``.
+
+    Returns
+    -------
+    weights : numpy.ndarray
+        ``dtype=object`` of :class:`flint.fmpq`, shape ``(n,)``, summing to 1 exactly.
+    normalized_from : flint.fmpq or None
+        ``S`` when the weights were divided by it (``normalize`` and ``S != 1``), else None.
+
+    Raises
+    ------
+    ShapeError, NonFiniteError, NumberFormatError
+        Not a list of ``n`` numbers.
+    InputError
+        A negative weight; weights whose exact sum is not 1 (the message gives the sum and
+        names ``--normalize``); with ``normalize``, weights that are all zero.
+
+    Guarantee: exact.
+    """
+    weights = exact_vector(value, field, length=n, what="weights (one per point)")
+    for k, w in enumerate(weights):
+        if w < 0:
+            raise InputError(f"{field}[{k}]: {fmpq_to_str(w)} is negative; weights are >= 0")
+    total = sum(weights, flint.fmpq(0))
+    if normalize and total == 0:
+        raise InputError(f"{field}: all zero; --normalize needs weights with a positive sum")
+    if normalize and total != 1:  # --normalize: divided exactly by their sum
+        return _fmpq_object_array([w / total for w in weights], (n,)), total
+    if total != 1:
+        excess = total - 1
+        sign = "+" if excess > 0 else "-"
+        try:
+            about = f" (about {sign}{fmpq_to_float(abs(excess), 'nearest'):.3g})"
+        except RangeOverflowError:
+            about = ""
+        raise InputError(
+            f"{field}: sum to {fmpq_to_str(total)} = 1 {sign} {fmpq_to_str(abs(excess))}"
+            f"{about}, not exactly 1; rescale them, writing inexact values as strings such "
+            'as "1/3" or "0.1", or pass --normalize to divide them exactly by their sum'
+        )
+    return weights, None
+
+
+def normalized_from_sum(
+    obj: dict[str, Any], where: str, total: flint.fmpq | None
+) -> flint.fmpq | None:
+    """The sum that a measure's original weights were divided by: the object's own record
+    ``"normalized_from_sum"`` (a measure of a certificate read back as input; exact, > 0, only
+    next to weights) times ``total``, the sum this reading divided them by (None: not rescaled).
+    None when there is neither, or when the product is 1.
+
+    Raises
+    ------
+    SchemaError
+        A record without weights.
+    NonFiniteError, NumberFormatError, InputError
+        A record that is not an exact number > 0.
+
+    Guarantee: exact.
+    """
+    key = f"{where}.normalized_from_sum" if where else "normalized_from_sum"
+    if "normalized_from_sum" not in obj:
+        return total
+    if "weights" not in obj:
+        raise SchemaError(f"{key}: records a rescaling of given weights; give them or remove it")
+    recorded = to_fmpq(obj["normalized_from_sum"], key)
+    if recorded <= 0:
+        raise InputError(f"{key}: {fmpq_to_str(recorded)} is not > 0; a sum of weights is > 0")
+    product = recorded if total is None else recorded * total
+    return None if product == 1 else product
+
+
+class MeasureFile(NamedTuple):
+    """A measure file as read by :func:`read_measure_file`."""
+
+    points: np.ndarray
+    """``dtype=object`` of :class:`flint.fmpq`, shape ``(n, d)``."""
+    weights: np.ndarray
+    """``dtype=object`` of :class:`flint.fmpq`, shape ``(n,)``, summing to 1 exactly."""
+    normalized_from: flint.fmpq | None
+    """The exact sum of the file's weights when they were divided by it (``--normalize``,
+    sum not 1; times the file's own ``"normalized_from_sum"`` record), else None; certificates
+    record it as ``"normalized_from_sum"``."""
+
+
+def read_measure_file(
+    path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES, normalize: bool = False
+) -> MeasureFile:
+    """As :func:`read_measure`, also returning the sum the weights were divided by.
+
+    Guarantee: exact.
+    """
+    name = os.fspath(path)
+    suffix = _suffix(path)
+    if suffix != ".json":
+        raise _unsupported(name, suffix, ".json")
+    obj = read_json(path, max_bytes=max_bytes)
+    with prefixed_errors(name):
+        validate_json(obj, "measure")
+        check_keys(obj, "", ["points"], ["weights", "normalized_from_sum"])
+        points = exact_matrix(obj["points"], "points", row_what="points", col_what="coordinates")
+        n = points.shape[0]
+        if "weights" not in obj:
+            normalized_from_sum(obj, "", None)  # a record without weights is refused
+            return MeasureFile(points, _fmpq_object_array([flint.fmpq(1, n)] * n, (n,)), None)
+        weights, total = exact_weights(obj["weights"], "weights", n, normalize=normalize)
+        total = normalized_from_sum(obj, "", total)
+    return MeasureFile(points, weights, total)
+
+
 def read_measure(
     path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES, normalize: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -891,8 +1013,9 @@ def read_measure(
 
     Weights are optional (uniform: exactly ``1/n`` each). Given weights must be ``>= 0`` and
     sum to exactly 1 in rational arithmetic: JSON doubles such as ten times ``0.1`` do not
-    (their exact sum exceeds 1); write such weights as strings (``"1/10"`` or ``"0.1"``).
-    Repeated points are allowed.
+    (their exact sum exceeds 1); write such weights as strings (``"1/10"`` or ``"0.1"``), or
+    pass ``normalize=True`` (``--normalize``) to divide them exactly by their sum
+    (:func:`read_measure_file` also returns that sum). Repeated points are allowed.
 
     Returns
     -------
@@ -904,43 +1027,14 @@ def read_measure(
     Raises
     ------
     InputError
-        A negative weight, or weights whose exact sum is not 1 (the message gives the sum).
+        A negative weight, or weights whose exact sum is not 1 (the message gives the sum and
+        names ``--normalize``).
     InputFileError, SchemaError, ShapeError, NonFiniteError, NumberFormatError
         See the module docstring.
 
     Guarantee: exact.
     """
-    name = os.fspath(path)
-    suffix = _suffix(path)
-    if suffix != ".json":
-        raise _unsupported(name, suffix, ".json")
-    obj = read_json(path, max_bytes=max_bytes)
-    with prefixed_errors(name):
-        validate_json(obj, "measure")
-        check_keys(obj, "", ["points"], ["weights"])
-        points = exact_matrix(obj["points"], "points", row_what="points", col_what="coordinates")
-        n = points.shape[0]
-        if "weights" not in obj:
-            return points, _fmpq_object_array([flint.fmpq(1, n)] * n, (n,))
-        weights = exact_vector(obj["weights"], "weights", length=n, what="weights (one per point)")
-        for k, w in enumerate(weights):
-            if w < 0:
-                raise InputError(f"weights[{k}]: {fmpq_to_str(w)} is negative; weights are >= 0")
-        total = sum(weights, flint.fmpq(0))
-        if normalize and total > 0:  # --normalize: divided exactly by their sum
-            return points, _fmpq_object_array([w / total for w in weights], (n,))
-        if total != 1:
-            excess = total - 1
-            sign = "+" if excess > 0 else "-"
-            try:
-                about = f" (about {sign}{fmpq_to_float(abs(excess), 'nearest'):.3g})"
-            except RangeOverflowError:
-                about = ""
-            raise InputError(
-                f"weights: sum to {fmpq_to_str(total)} = 1 {sign} {fmpq_to_str(abs(excess))}"
-                f"{about}, not exactly 1; rescale them, writing inexact values as strings such "
-                'as "1/3" or "0.1", or pass --normalize to divide them exactly by their sum'
-            )
+    points, weights, _ = read_measure_file(path, max_bytes=max_bytes, normalize=normalize)
     return points, weights
 
 

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from certified.commands.options import add_normalize_argument
 from certified.verdict import Outcome
 
 __all__ = ["add_arguments", "run"]
@@ -53,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="H1/H2: also search (B_R)^n (n = rows of X) for a large local constant and report "
         "the largest certified lower bound on Lip(f) against H1 and H2",
     )
+    add_normalize_argument(parser, "the instance's measures mu and nu (H3)")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
@@ -73,7 +75,7 @@ def _verdict(args: argparse.Namespace):
 
         need = "measures" if args.hypothesis == "H3" else "X"
         validate_json(obj, "attention-instance")
-        inst = parse_attention_instance(obj, require=need)
+        inst = parse_attention_instance(obj, require=need, normalize=args.normalize)
     if args.hypothesis == "H3":
         from certified.attention.mean_field import check_h3
 
@@ -99,7 +101,7 @@ def _search(args: argparse.Namespace) -> dict | None:
     from certified.attention.instance import read_attention_instance
     from certified.attention.lipschitz import round_down
 
-    inst = read_attention_instance(args.instance, require="X")
+    inst = read_attention_instance(args.instance, require="X", normalize=args.normalize)
     best = search_lipschitz_lower(inst, inst.X.shape[0], restarts=2, steps=20, prec=args.prec)
     cmp = compare_with_bounds(inst, best, args.prec)
     return {
@@ -127,6 +129,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--max-cells, --seconds: give at least 1 cell and 0 < seconds <= 86400")
     if (args.search or args.domain) and args.hypothesis not in ("H1", "H2"):
         raise InputError("--search, --domain: only with --hypothesis H1 or H2")
+    if args.normalize and args.hypothesis == "flow":
+        raise InputError("--normalize: rescales the measures mu, nu of an attention instance; "
+                         "a flow instance has none: remove it")  # fmt: skip
     progress = Progress("lipschitz")
     with progress.stage(f"deciding {args.hypothesis}"):
         v = _verdict(args)
@@ -185,7 +190,8 @@ def _scope(args: argparse.Namespace) -> str:
     if args.domain:
         return f"all inputs in (B_R)^n, for the Q, K, V, R and n of {args.instance}"
     if args.hypothesis == "H3":
-        return f"the pair of measures mu, nu of {args.instance}"
+        rescaled = " (weights divided by their exact sums: --normalize)" if args.normalize else ""
+        return f"the pair of measures mu, nu of {args.instance}{rescaled}"
     if args.hypothesis == "flow":
         return f"all pairs of the points of {args.instance}"
     return f"the input X of {args.instance} only (not the whole ball: see --domain)"

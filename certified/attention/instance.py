@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import flint
@@ -18,7 +18,8 @@ from certified.errors import DomainError, InputError, ShapeError
 from certified.io import (
     check_keys,
     exact_matrix,
-    exact_vector,
+    exact_weights,
+    normalized_from_sum,
     prefixed_errors,
     read_json,
     validate_json,
@@ -36,28 +37,22 @@ def _ball_check(points: np.ndarray, R: flint.fmpq, field: str) -> None:
             )
 
 
-def _measure(obj: Any, field: str, d: int, R: flint.fmpq) -> tuple[np.ndarray, np.ndarray]:
-    check_keys(obj, field, ["points"], ["weights"])
+def _measure(
+    obj: Any, name: str, d: int, R: flint.fmpq, normalize: bool
+) -> tuple[np.ndarray, np.ndarray, flint.fmpq | None]:
+    """Points, weights (``normalize``: divided exactly by their sum) and that sum (or None)."""
+    check_keys(obj, name, ["points"], ["weights", "normalized_from_sum"])
     pts = exact_matrix(
-        obj["points"], f"{field}.points", cols=d, row_what="points", col_what="coordinates"
+        obj["points"], f"{name}.points", cols=d, row_what="points", col_what="coordinates"
     )
     n = pts.shape[0]
-    _ball_check(pts, R, f"{field}.points")
+    _ball_check(pts, R, f"{name}.points")
     if "weights" not in obj:
         w = np.empty(n, dtype=object)
         w[:] = [flint.fmpq(1, n)] * n
-        return pts, w
-    w = exact_vector(obj["weights"], f"{field}.weights", length=n, what="weights (one per point)")
-    for j, wj in enumerate(w):
-        if wj < 0:
-            raise InputError(f"{field}.weights[{j}]: {fmpq_to_str(wj)} is negative; use >= 0")
-    total = sum(w, flint.fmpq(0))
-    if total != 1:
-        raise InputError(
-            f"{field}.weights: sum to {fmpq_to_str(total)}, not exactly 1; rescale them "
-            '(write inexact values as strings such as "1/3")'
-        )
-    return pts, w
+        return pts, w, normalized_from_sum(obj, name, None)  # a record needs weights
+    w, total = exact_weights(obj["weights"], f"{name}.weights", n, normalize=normalize)
+    return pts, w, normalized_from_sum(obj, name, total)
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,6 +64,9 @@ class AttentionInstance:
     Q, K : (k, d) object arrays of fmpq; V : (d, d); R : fmpq > 0
     X : (n, d) object array or None
     mu, nu : (points, weights) pairs or None
+    normalized_from : dict
+        ``{"mu": S}`` / ``{"nu": S}``: the exact sum the given weights were divided by
+        (``normalize``, ``--normalize``); recorded in certificates as ``"normalized_from_sum"``.
 
     Guarantee: exact (validated: shapes, R > 0, points in the closed ball of radius R,
     weights >= 0 summing to 1).
@@ -81,6 +79,7 @@ class AttentionInstance:
     X: np.ndarray | None = None
     mu: tuple[np.ndarray, np.ndarray] | None = None
     nu: tuple[np.ndarray, np.ndarray] | None = None
+    normalized_from: dict[str, flint.fmpq] = field(default_factory=dict)
 
     @property
     def layer(self) -> Attention:
@@ -107,16 +106,23 @@ class AttentionInstance:
             m = getattr(self, name)
             if m is not None:
                 out[name] = {"points": mat(m[0]), "weights": [exact_number(w) for w in m[1]]}
+                if name in self.normalized_from:
+                    out[name]["normalized_from_sum"] = exact_number(self.normalized_from[name])
         return out
 
 
-def parse_attention_instance(obj: Any, *, require: str | None = None) -> AttentionInstance:
+def parse_attention_instance(
+    obj: Any, *, require: str | None = None, normalize: bool = False
+) -> AttentionInstance:
     """Validate an attention instance given as a parsed JSON object (see the module docstring).
 
     Parameters
     ----------
     require : {"X", "measures", None}
         Which data the caller needs.
+    normalize : bool
+        Divide the weights of ``mu`` and ``nu`` exactly by their sums (``--normalize``)
+        instead of refusing weights that do not sum to exactly 1.
 
     Raises
     ------
@@ -138,8 +144,9 @@ def parse_attention_instance(obj: Any, *, require: str | None = None) -> Attenti
         _ball_check(X, R, "X")
     if ("mu" in obj) != ("nu" in obj):
         raise InputError("mu, nu: give both measures or neither")
-    mu = _measure(obj["mu"], "mu", d, R) if "mu" in obj else None
-    nu = _measure(obj["nu"], "nu", d, R) if "nu" in obj else None
+    measures = {s: _measure(obj[s], s, d, R, normalize) for s in ("mu", "nu") if s in obj}
+    mu, nu = ((m[0], m[1]) if m else None for m in map(measures.get, ("mu", "nu")))
+    sums = {s: m[2] for s, m in measures.items() if m[2] is not None}
     if require == "X" and X is None:
         raise InputError('X: this hypothesis needs a point cloud "X": n×d in the instance')
     if require == "measures" and mu is None:
@@ -149,11 +156,11 @@ def parse_attention_instance(obj: Any, *, require: str | None = None) -> Attenti
             f"mu, nu: have {mu[0].shape[0]} and {nu[0].shape[0]} atoms; version 1 compares "
             "measures with the same number of atoms"
         )
-    return AttentionInstance(Q, K, V, R, X, mu, nu)
+    return AttentionInstance(Q, K, V, R, X, mu, nu, sums)
 
 
 def read_attention_instance(
-    path: str | os.PathLike[str], *, require: str | None = None
+    path: str | os.PathLike[str], *, require: str | None = None, normalize: bool = False
 ) -> AttentionInstance:
     """Read an attention instance JSON file (errors are prefixed with the file name): its
     structure is checked against the shipped JSON Schema ``attention-instance`` first.
@@ -163,4 +170,4 @@ def read_attention_instance(
     obj = read_json(path)
     with prefixed_errors(os.fspath(path)):
         validate_json(obj, "attention-instance")
-        return parse_attention_instance(obj, require=require)
+        return parse_attention_instance(obj, require=require, normalize=normalize)

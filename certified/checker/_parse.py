@@ -299,8 +299,11 @@ def positive(value: Any, where: str) -> flint.fmpq:
 
 
 def measure(value: Any, where: str, d: int | None = None) -> tuple[list, list]:
-    """A discrete probability measure: points (N x d) and weights >= 0 summing exactly to 1."""
-    fields(value, where, ("points", "weights"))
+    """Points (N x d), weights >= 0 summing exactly to 1, optional "normalized_from_sum" > 0."""
+    record = isinstance(value, dict) and "normalized_from_sum" in value  # format.md section 4
+    fields(value, where, ("points", "weights", "normalized_from_sum")[: 2 + record])
+    if record:
+        positive(value["normalized_from_sum"], f"{where}.normalized_from_sum")
     points = matrix(value["points"], f"{where}.points", None, d)
     weights = vector(value["weights"], f"{where}.weights", len(points))
     if any(w < 0 for w in weights):

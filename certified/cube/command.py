@@ -1,4 +1,5 @@
-"""``certified transport-to-cube --measure F --width p --epsilon E [--q Q] --out CERT [--json]``.
+"""``certified transport-to-cube --measure F --width p --epsilon E [--q Q] [--normalize] --out CERT
+[--json]``.
 
 Theorem F (theorems.md §3): VERIFIED writes a ``transport-to-cube`` certificate (exact ReLU
 schedule, W_q(Φ_T#μ, U([0,1]^d)) <= bound <= ε), re-checked by the checker first (exit 0);
@@ -15,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from certified.commands.options import add_normalize_argument
 from certified.verdict import Outcome
 
 __all__ = ["add_arguments", "demo_check", "run"]
@@ -38,12 +40,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--width", type=int, required=True, help="neurons per piece, p >= d")
     parser.add_argument("--epsilon", required=True, help="target W_q bound ε > 0, exact (0.05)")
     parser.add_argument("--q", default="1", help="exponent 1 <= q < d/(d-1), exact; default 1")
+    add_normalize_argument(parser, "the measure")
     parser.add_argument("--out", type=Path, required=True, help="certificate file to write")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
-def _read(path: Path):
-    """A Measure, or a BoxDensity (validated) when the file has a "grid" key."""
+def _read(path: Path, normalize: bool = False):
+    """A Measure (``normalize``: weights divided exactly by their sum, recorded), or a
+    BoxDensity (validated) when the file has a "grid" key."""
     from certified.cube.density import read_box_density
     from certified.io import read_json
     from certified.transport.measure import Measure
@@ -51,7 +55,7 @@ def _read(path: Path):
     obj = read_json(path)
     if isinstance(obj, dict) and "grid" in obj:
         return read_box_density(obj, os.fspath(path))
-    return Measure.from_file(path)
+    return Measure.from_file(path, normalize=normalize)
 
 
 def _report(args, outcome, path, seconds, result, message) -> None:
@@ -88,8 +92,13 @@ def _report(args, outcome, path, seconds, result, message) -> None:
 
 
 def _scope(args) -> str:
+    weights = (
+        "weights divided by their exact sum: --normalize"
+        if getattr(args, "normalize", False)
+        else "exact weights"
+    )
     return (
-        f"the empirical measure {args.measure} (its atoms and exact weights), every q >= 1; "
+        f"the empirical measure {args.measure} (its atoms and {weights}), every q >= 1; "
         "not a density, not other measures"
     )
 
@@ -106,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()  # --out over the input: refused by certified.cli, for every command
     progress = Progress("transport-to-cube")
     with progress.stage(f"reading {args.measure}"):
-        mu = _read(args.measure)
+        mu = _read(args.measure, args.normalize)
     if isinstance(mu, BoxDensity):
         check_parameters(mu.d, args.width, args.epsilon, args.q)  # bad parameters still exit 2
         _report(args, Outcome.UNDECIDED, None, time.perf_counter() - t0, None, DENSITY_REFUSAL)

@@ -35,17 +35,19 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     from certified._progress import Progress
     from certified.certificates import (
         command_json,
+        exact_number,
         measure_pair_scope,
         print_json,
         write_if_accepted,
     )
     from certified.errors import ShapeError
-    from certified.io import read_measure
+    from certified.io import read_measure_file
     from certified.moments.separation import separation_witness
 
     t0 = time.perf_counter()
-    mu = read_measure(args.mu, normalize=args.normalize)
-    nu = read_measure(args.nu, normalize=args.normalize)
+    files = {"mu": read_measure_file(args.mu, normalize=args.normalize),
+             "nu": read_measure_file(args.nu, normalize=args.normalize)}  # fmt: skip
+    mu, nu = files["mu"][:2], files["nu"][:2]
     if mu[0].shape[1] != nu[0].shape[1]:
         raise ShapeError(
             f"{args.nu}: points have {nu[0].shape[1]} coordinates, those of {args.mu} have "
@@ -55,6 +57,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         result = separation_witness(mu, nu, max_prec=args.max_prec)
     verdict, path, reason = result.verdict, None, result.reason
     if result.certificate is not None:
+        for name, f in files.items():  # --normalize: the sums the weights were divided by
+            if f.normalized_from is not None:
+                record = exact_number(f.normalized_from)
+                result.certificate["instance"][name]["normalized_from_sum"] = record
         path, check = write_if_accepted(args.out, result.certificate)
         if not check.verified:  # pragma: no cover - the search only returns accepted ones
             verdict, reason = (

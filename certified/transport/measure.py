@@ -61,7 +61,10 @@ class Measure:
     ``points_hi`` are the tightest float64 bounds on each coordinate).
     """
 
-    __slots__ = ("_hi", "_lo", "_points", "_weights", "_wfloat", "exact_float", "uniform")
+    __slots__ = (
+        "_hi", "_lo", "_points", "_weights", "_wfloat", "exact_float", "normalized_from",
+        "uniform",
+    )  # fmt: skip
 
     def __init__(self, points: Any, weights: Any = None) -> None:
         if isinstance(points, Measure):
@@ -98,10 +101,15 @@ class Measure:
         if self._points is not None:
             self._points.flags.writeable = False
         self._wfloat: np.ndarray | None = None
+        self.normalized_from: flint.fmpq | None = None
+        """The exact sum the given weights were divided by (:meth:`normalized`,
+        ``from_file(normalize=True)``), None when they were used as given; recorded in
+        certificates as ``"normalized_from_sum"``."""
 
     @classmethod
     def normalized(cls, points: Any, weights: Any) -> Measure:
-        """The measure with weights ``w_k / Σ w`` (exact rational division).
+        """The measure with weights ``w_k / Σ w`` (exact rational division); ``Σ w`` is kept
+        in :attr:`normalized_from` (None when it is 1) and recorded by :meth:`to_json`.
 
         Guarantee: exact.
         """
@@ -112,7 +120,9 @@ class Measure:
         total = sum(w, flint.fmpq(0))
         if any(x < 0 for x in w) or total <= 0:
             raise InputError("weights: need non-negative weights with a positive sum")
-        return cls(points, [x / total for x in w])
+        out = cls(points, [x / total for x in w])
+        out.normalized_from = None if total == 1 else total
+        return out
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], *, normalize: bool = False) -> Measure:
@@ -121,10 +131,12 @@ class Measure:
 
         Guarantee: exact.
         """
-        from certified.io import read_measure
+        from certified.io import read_measure_file
 
-        points, weights = read_measure(path, normalize=normalize)
-        return cls(points, weights)
+        points, weights, total = read_measure_file(path, normalize=normalize)
+        out = cls(points, weights)
+        out.normalized_from = total
+        return out
 
     # --- views ---------------------------------------------------------------------------
 
@@ -182,16 +194,20 @@ class Measure:
         return self._wfloat
 
     def to_json(self) -> dict[str, Any]:
-        """The measure input format ``{"points": n x d, "weights": n}`` with exact strings.
+        """The measure input format ``{"points": n x d, "weights": n}`` with exact strings,
+        and ``"normalized_from_sum"`` when the weights were divided by their sum.
 
         Guarantee: exact.
         """
         from certified.certificates import exact_number
 
-        return {
+        out = {
             "points": [[exact_number(v) for v in row] for row in self.points],
             "weights": [exact_number(w) for w in self._weights],
         }
+        if self.normalized_from is not None:
+            out["normalized_from_sum"] = exact_number(self.normalized_from)
+        return out
 
     def __repr__(self) -> str:
         kind = "uniform" if self.uniform else "weighted"
