@@ -167,9 +167,13 @@ def _f(q: Any) -> float | None:
 def _drawn(strategy: Any, params: Mapping[str, Any], what: str) -> Any:
     """The example of ``strategy`` for the instance's seed, drawn by the Hypothesis version
     that its key records (another version may draw other data: the task fails, no row)."""
+    from certified.errors import MissingDependencyError
     from certified.sweep.draw import draw_example, hypothesis_version
 
-    here = hypothesis_version()
+    try:
+        here = hypothesis_version()
+    except MissingDependencyError as exc:  # the worker's environment, not the instance
+        raise RuntimeError(f"this worker cannot draw the instance: {exc}") from None
     if params.get("hypothesis") != here:
         raise RuntimeError(
             f"this instance was generated for hypothesis {params.get('hypothesis')}, which "

@@ -164,6 +164,45 @@ def test_another_hypothesis_version_fails_the_instance_not_records_it(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_worker_without_hypothesis_fails_the_instance_not_records_it(monkeypatch, tmp_path):
+    from certified.errors import MissingDependencyError
+    from certified.sweep import draw
+    from certified.sweep.tasks import run_instance
+
+    spec = load_spec({"family": "separate", "generate": [
+        {"kind": "random", "seed": 1, "count": 1, "n": 2, "d": 1}]})  # fmt: skip
+    [inst] = spec.instances()
+
+    def missing():
+        raise MissingDependencyError("... needs hypothesis: pip install 'certified[test]'")
+
+    monkeypatch.setattr(draw, "hypothesis_version", missing)
+    with pytest.raises(RuntimeError, match=r"this worker cannot draw the instance: .* needs hyp"):
+        run_instance(spec.core, inst.key, inst.params, None, str(tmp_path))
+
+
+def test_a_spec_of_generated_instances_without_hypothesis_is_refused(monkeypatch):
+    from importlib import metadata
+
+    from certified.errors import MissingDependencyError
+    from certified.sweep import draw
+
+    def absent(name):
+        raise metadata.PackageNotFoundError(name)
+
+    draw.hypothesis_version.cache_clear()
+    monkeypatch.setattr(metadata, "version", absent)
+    try:
+        with pytest.raises(MissingDependencyError, match=r"pip install 'certified\[test\]'"):
+            load_spec(H2_SPEC).instances()
+    finally:
+        draw.hypothesis_version.cache_clear()
+
+
+H2_SPEC = {"family": "lipschitz", "generate": [
+    {"kind": "random", "seed": 1, "count": 1, "n": 2, "d": 2, "k": 2}]}  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
