@@ -178,8 +178,10 @@ def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m, at, tol: float, total
     """One step for every set; None if the a priori enclosure fails for some set (the caller
     halves h), else the new state, the a priori boxes, the variational order used with its
     truncation measured against the target (:func:`_order_target`), and the failed-update
-    mask. ``m``: the variational order, or (None, m_max) to take an a priori estimate;
-    ``total``: the flow's final time (0: no order choice, always the given order)."""
+    mask, and the step taken: when the remainder over B asks for a shorter step, the step is
+    shortened in place (B, x_K(B) and Df(B) stay valid) unless ``total`` is 0. ``m``: the
+    variational order, or (None, m_max) to take an a priori estimate; ``total``: the flow's
+    final time (0: no order choice, always the given order, shorter steps by the caller)."""
     n, d = c.shape
     hl, hh = fmpq_to_float(h, "down"), fmpq_to_float(h, "up")
     H = Interval(np.full((n, d), hl), np.full((n, d), hh))
@@ -200,7 +202,14 @@ def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m, at, tol: float, total
     with np.errstate(divide="ignore", invalid="ignore"):
         allowed = float(np.min((abs(tol) * scale / big) ** (1.0 / K)))
     if tol > 0 and np.isfinite(allowed) and allowed < hl:  # tol < 0: report, do not enforce
-        return "shrink", allowed
+        shorter = _dyadic_floor(0.95 * allowed) if allowed > total * 2.0**-40 else None
+        if total <= 0 or shorter is None or not 0 < shorter < h:
+            return "shrink", allowed
+        # a shorter step in place: B and x_K(B) stay valid for every step within [0, h]
+        # (proofs/bounds.md#picard: X + [0, h'] f(B) lies in X + [0, h] f(B))
+        h = shorter
+        hl, hh = fmpq_to_float(h, "down"), fmpq_to_float(h, "up")
+        H = Interval(np.full((n, d), hl), np.full((n, d), hh))
     coef_lo = np.concatenate([at_lo[1:K, :, :, 0], rem_lo[K : K + 1, :, :, 0]])
     coef_hi = np.concatenate([at_hi[1:K, :, :, 0], rem_hi[K : K + 1, :, :, 0]])
     inc = _poly(coef_lo, coef_hi, H) * H
@@ -217,10 +226,6 @@ def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m, at, tol: float, total
     if isinstance(m, tuple):  # first step: an a priori estimate from (L h)^k / k!
         m = _variational_order(m[1], L * hh, e, bound)
     vlo, vhi, st4 = jets(j, B.lo, B.hi, m, eye - e3, eye + e3)
-    excess = 0.0
-    if bound is not None:  # the truncation term's width, measured, against its target
-        theta = np.sum(vhi[m, :, :, 1:] - vlo[m, :, :, 1:], axis=2).max(axis=1) * hh**m
-        excess = float(np.max(theta / bound))
     xlo, xhi, st5 = jets(j, X.lo, X.hi, m - 1, eye, eye)
     Hd = Interval(np.full((n, d, d), hl), np.full((n, d, d), hh))
     J = _poly(
@@ -250,7 +255,30 @@ def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m, at, tol: float, total
     failed = (
         blown | (ok == 0) | (status != 0) | ~np.all(np.isfinite(rl2) & np.isfinite(rh2), axis=1)
     )
-    return (c2, C2, rl2, rh2, B, J, allowed, (m, excess)), np.flatnonzero(failed)
+    excess = 0.0
+    if total > 0:  # the truncation's share of the new width, against SHARE of h / T
+        V = (vlo[m, :, :, 1:], vhi[m, :, :, 1:])
+        excess = _truncation_share(*V, hh**m, C, rl, rh, C2, rl2, rh2) / (SHARE * hh / total)
+    return (c2, C2, rl2, rh2, B, J, allowed, (m, excess), h), np.flatnonzero(failed)
+
+
+SHARE = 0.1
+"""The variational order controller's budget: the truncation term may add about this fraction
+of the final width, summed over the steps (tightness and cost only)."""
+
+
+def _truncation_share(vl, vh, hm: float, C, rl, rh, C2, rl2, rh2) -> float:
+    """How much of the new set's width the variational truncation term ``V_m(B) h^m`` made
+    (a float estimate, for the order controller only): |C'^T| w(V_m) h^m |C| |r| against the
+    width of r', the largest ratio over sets and coordinates. Its effect compounds over the
+    steps, so the controller keeps it under SHARE times the step's fraction h / T."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        rad = np.maximum(np.abs(rl), np.abs(rh))
+        spread = np.einsum("nij,nj->ni", np.abs(C), rad)
+        E = np.einsum("nji,nj->ni", np.abs(C2), np.einsum("nij,nj->ni", (vh - vl) * hm, spread))
+        share = E / np.maximum(rh2 - rl2, 1e-300)
+    share = share[np.isfinite(share)]
+    return float(share.max()) if share.size else 0.0
 
 
 def _order_target(C, rl, rh, c, tol: float, fraction: float) -> np.ndarray:
@@ -329,10 +357,10 @@ class _FloatSets:
         if res is None or info.size:
             return "fail", info
         self.pending = res
-        return "ok", None
+        return "ok", res[-1]  # the step taken (shorter than h when the remainder asked)
 
     def accept(self) -> Interval:
-        self.c, self.C, self.rl, self.rh, B, J, self.allowed, (m, excess) = self.pending
+        self.c, self.C, self.rl, self.rh, B, J, self.allowed, (m, excess), _ = self.pending
         if self.P is None:
             self.order = _next_order(m, excess, self.m)
         else:  # chain rule: DPhi over the set is in J_k ... J_1
@@ -453,7 +481,12 @@ def _take_step(state, j: int, h: flint.fmpq, policy: StepPolicy, control: _StepC
     for _ in range(policy.halvings + 4):
         verdict, info = state.try_step(j, h, tol)
         if verdict == "ok":
-            control.learn(h, getattr(state, "allowed", None), shrunk)
+            allowed = getattr(state, "allowed", None)
+            if info is not None and info != h:  # shortened in place by the remainder, whose
+                # box was the longer step's: learn the ratio only, not that allowance
+                control.ratio, shrunk, allowed = control.ratio * float(info / h), True, None
+                h = info
+            control.learn(h, allowed, shrunk)
             return h, None
         if verdict == "shrink":  # the remainder over B is too large: shorter, then accept
             if not info > float(total) * 2.0**-40:
