@@ -262,7 +262,7 @@ def _step(jets, j, c, C, rl, rh, h: flint.fmpq, K: int, m, at, tol: float, total
     return (c2, C2, rl2, rh2, B, J, allowed, (m, excess), h), np.flatnonzero(failed)
 
 
-SHARE = 0.1
+SHARE = 0.3
 """The variational order controller's budget: the truncation term may add about this fraction
 of the final width, summed over the steps (tightness and cost only)."""
 
