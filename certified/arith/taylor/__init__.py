@@ -132,23 +132,7 @@ def jets_float64(
     else:
         g = np.shape(seeds_lo)[-1] if np.ndim(seeds_lo) == 3 else -1
         s_lo, s_hi = _endpoints(seeds_lo, seeds_hi, (N, d, g), "seeds")
-    return _kernels.tape_jets(
-        tape.opcodes,
-        tape.arg_start,
-        tape.args,
-        tape.const,
-        tape.aux_start,
-        tape.outputs,
-        tape.const_lo,
-        tape.const_hi,
-        p_lo,
-        p_hi,
-        x_lo,
-        x_hi,
-        s_lo,
-        s_hi,
-        int(order),
-    )
+    return _run_tape(tape, p_lo, p_hi, x_lo, x_hi, s_lo, s_hi, order)
 
 
 _NO_SEEDS: dict[tuple[int, int], np.ndarray] = {}
@@ -185,20 +169,12 @@ def jets_float64_prevalidated(tape: Tape, p_lo, p_hi, x_lo, x_hi, s_lo, s_hi, or
         s_lo = s_hi = _NO_SEEDS.get((N, d))
         if s_lo is None:
             s_lo = s_hi = _NO_SEEDS.setdefault((N, d), np.zeros((N, d, 0)))
-    return _kernels.tape_jets(
-        tape.opcodes,
-        tape.arg_start,
-        tape.args,
-        tape.const,
-        tape.aux_start,
-        tape.outputs,
-        tape.const_lo,
-        tape.const_hi,
-        p_lo,
-        p_hi,
-        x_lo,
-        x_hi,
-        s_lo,
-        s_hi,
-        int(order),
-    )
+    return _run_tape(tape, p_lo, p_hi, x_lo, x_hi, s_lo, s_hi, order)
+
+
+def _run_tape(tape: Tape, p_lo, p_hi, x_lo, x_hi, s_lo, s_hi, order: int):
+    """The compiled kernel on validated inputs (C-contiguous float64, finite, lo <= hi)."""
+    t = tape
+    return _kernels.tape_jets(t.opcodes, t.arg_start, t.args, t.const, t.aux_start, t.outputs,
+                              t.const_lo, t.const_hi, p_lo, p_hi, x_lo, x_hi, s_lo, s_hi,
+                              int(order))  # fmt: skip
