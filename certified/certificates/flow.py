@@ -8,6 +8,7 @@ has to be right for the certificates it writes to be accepted.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +27,16 @@ __all__ = [
     "flow_certificate",
     "laminar_flow_exact",
     "relu_regions_min_ops",
+    "relu_vectorised_certificate",
+    "relu_vectorised_min_cost",
 ]
 
 FORMAT_VERSION = 1
-_METHODS = ("laminar-exact", "relu-regions")  # smooth fields: certificates/field_flow.py
+_METHODS = (
+    "laminar-exact",
+    "relu-regions",
+    "relu-vectorised",
+)  # smooth fields: certificates/field_flow.py
 _DYADIC_FROM = 2**32  # dyadics with a larger denominator are written "m*2^e" (shorter)
 
 
@@ -180,8 +187,8 @@ def flow_certificate(
     """
     if method not in _METHODS:
         raise InputError(f"method: {method!r} is not a rule of version 1; use one of {_METHODS}")
-    if method == "relu-regions" and (enclosures is None or extra_hints is None):
-        raise InputError("relu-regions: give enclosures and extra_hints (relu_flow's hints)")
+    if method != "laminar-exact" and (enclosures is None or extra_hints is None):
+        raise InputError(f"{method}: give enclosures and extra_hints (the engine's hints)")
     if images is not None and enclosures is not None:
         raise InputError("images, enclosures: give at most one claim")
     if boxes is not None and enclosures is None:
@@ -219,15 +226,7 @@ def flow_certificate(
             "dimension": d,
             "activation": schedule.activation.value,
             **({"slope": exact_number(schedule.slope)} if give_slope else {}),
-            "pieces": [
-                {
-                    "duration": exact_number(piece.duration),
-                    "W": _strings(piece.W, f"pieces[{j}].W"),
-                    "A": _strings(piece.A, f"pieces[{j}].A"),
-                    "b": _strings(piece.b, f"pieces[{j}].b"),
-                }
-                for j, piece in enumerate(schedule.pieces)
-            ],
+            "pieces": _piece_strings(schedule),
         },
         **(
             {"points": _strings(x, "points")}
@@ -241,7 +240,13 @@ def flow_certificate(
         "version": FORMAT_VERSION,
         "instance": instance,
         "claim": claim,
-        "hints": {"method": method} if method != "relu-regions" else _relu_hints(extra_hints),
+        "hints": (
+            {"method": method}
+            if method == "laminar-exact"
+            else _relu_hints(extra_hints)
+            if method == "relu-regions"
+            else {"method": method, "pieces": extra_hints["pieces"], "steps": extra_hints["steps"]}
+        ),
     }
 
 
@@ -330,3 +335,134 @@ def _relu_hints(extra: Mapping[str, Any]) -> dict[str, Any]:
         "grid": int(extra["grid"]),
         "points": per,
     }
+
+
+def relu_vectorised_min_cost(schedule: Schedule, n_sets: int) -> int:
+    """A lower bound of the cost that the checker's rule relu-vectorised charges (its units,
+    :func:`certified.checker.flow.relu_vectorised_limits`) for ``n_sets`` points or boxes: one
+    step per set and piece, the engine's Taylor orders. Computed before any flow, so that
+    ``certified flow`` refuses at once what the checker would refuse.
+
+    Guarantee: none needed (untrusted); the checker charges at least this much.
+    """
+    from certified.checker.flow import relu_vectorised_limits
+    from certified.flow.relu._model import parse_activation, relu_pieces
+    from certified.flow.relu._vec import vec_piece
+
+    alpha = parse_activation(schedule.activation.value, schedule.slope)
+    d, total = schedule.dimension, 0
+    round_cost, step_cost, eig_cost = relu_vectorised_limits()[1]
+    for q in relu_pieces(schedule.pieces, alpha):
+        vp = vec_piece(q)
+        K, p = (3, q.source.width) if vp is None else (vp.K, vp.b.shape[0])
+        total += round_cost + n_sets * (eig_cost * d**3 + step_cost * K * (d + 4) * (p + 4))
+    return total
+
+
+def _resolved(text: str, hint: Mapping[str, Any], tau: flint.fmpq) -> list[tuple[str, int]]:
+    """The tokens of one piece with "R" written out as "r<ticks>" (the same steps)."""
+    left = int((tau * flint.fmpq(2) ** hint["tick"]).floor()) if hint["tick"] >= 0 else None
+    if left is None:
+        left = int((tau / flint.fmpq(2) ** -hint["tick"]).floor())
+    out = []
+    for m in re.finditer(r"R|([rw])([0-9]+)", text):
+        k, t = ("r", min(hint["step"], left)) if m[0] == "R" else (m[1], int(m[2]))
+        out.append((k, t))
+        left -= t
+    return out
+
+
+def _piece_strings(schedule: Schedule) -> list[dict[str, Any]]:
+    """The pieces of a schedule as certificate JSON (every number an exact string)."""
+    return [
+        {
+            "duration": exact_number(piece.duration),
+            "W": _strings(piece.W, f"pieces[{j}].W"),
+            "A": _strings(piece.A, f"pieces[{j}].A"),
+            "b": _strings(piece.b, f"pieces[{j}].b"),
+        }
+        for j, piece in enumerate(schedule.pieces)
+    ]
+
+
+def _sets_of(x: np.ndarray, boxes: bool) -> list:
+    return [[(lo, hi) for lo, hi in row] for row in x] if boxes else [list(row) for row in x]
+
+
+def relu_vectorised_certificate(
+    schedule_json: Schedule | Mapping[str, Any],
+    points: Any = None,
+    plan: Mapping[str, Any] | None = None,
+    boxes: Any = None,
+    repairs: int = 12,
+) -> dict[str, Any]:
+    """A certificate of rule relu-vectorised from the vectorised engine's step plan
+    (``result.hints["plan"]`` of :func:`certified.flow.enclose_flow`, ``method="vectorised"``).
+
+    The claimed enclosures are those of the checker's own replay of the plan
+    (:func:`certified.checker.flow.replay_relu_vectorised`), so the certificate is accepted
+    exactly when that replay certifies every step. A region step that the replay does not
+    certify (rare: the engine validated it with slightly different roundings) is split in
+    halves, and after three splits of one set replaced by a window step (always valid), and
+    the sets concerned replayed again, at most ``repairs`` times.
+
+    Raises
+    ------
+    InputError
+        The replay is over the checker's resource limit (its message says by how much), or a
+        step could not be repaired.
+
+    Guarantee: none (the checker decides).
+    """
+    from certified.checker import Rejected
+    from certified.checker.flow import Piece, replay_relu_vectorised
+
+    if plan is None:
+        raise InputError("plan: give the vectorised engine's hints['plan']")
+    schedule = _schedule(schedule_json)
+    d, n_boxes = schedule.dimension, boxes is not None
+    starts = (
+        to_fmpq_array(boxes, "boxes") if n_boxes else _exact_matrix(points, "points", (None, d))
+    )
+    n = starts.shape[0]
+    pieces = [Piece(p, f"pieces[{j}]", d) for j, p in enumerate(_piece_strings(schedule))]
+    al = flint.fmpq(0) if schedule.activation.value == "relu" else schedule.slope
+    sets = _sets_of(starts, n_boxes)
+    steps = [s.split("/") for s in plan["steps"]]
+    hints = {"method": "relu-vectorised", "pieces": plan["pieces"]}
+    todo, tries = list(range(n)), [0] * n
+    lo = hi = None
+    for _ in range(repairs + 1):
+        sub = {**hints, "steps": ["/".join(steps[q]) for q in todo]}
+        try:
+            l_, h_, failed = replay_relu_vectorised(
+                pieces, [sets[q] for q in todo], sub, al, n_boxes
+            )
+        except Rejected as exc:
+            raise InputError(f"no certificate: the checker would refuse it ({exc})") from None
+        if lo is None:
+            lo, hi = l_, h_
+        else:
+            lo[todo], hi[todo] = l_, h_
+        todo_next = []
+        for i, (j, s) in failed.items():
+            q = todo[i]
+            tries[q] += 1
+            toks = _resolved(steps[q][j], plan["pieces"][j], schedule.pieces[j].duration)
+            t = toks[s][1]
+            if tries[q] <= 3 and t >= 2:
+                toks[s : s + 1] = [("r", t // 2), ("r", t - t // 2)]
+            else:
+                toks[s] = ("w", t)
+            steps[q][j] = "".join(f"{k}{v}" for k, v in toks)
+            todo_next.append(q)
+        todo = sorted(todo_next)
+        if not todo:
+            break
+    else:
+        raise InputError(f"no certificate: {len(todo)} sets still fail after {repairs} repairs")
+    enc = np.stack([lo, hi], axis=-1)
+    final = {"pieces": plan["pieces"], "steps": ["/".join(s) for s in steps]}
+    return flow_certificate(schedule, None if n_boxes else starts, enclosures=enc,
+                            method="relu-vectorised", extra_hints=final,
+                            boxes=starts if n_boxes else None)  # fmt: skip

@@ -35,8 +35,13 @@ from ._parse import (
 )
 from ._relu_rule import check_relu_regions
 
+__all__ = ["Piece", "check_flow_v1", "relu_vectorised_limits", "replay_relu_vectorised"]
 ACTIVATIONS = ("relu", "leaky_relu", "tanh", "sigmoid")
-METHODS = ("laminar-exact", "relu-regions")
+METHODS = ("laminar-exact", "relu-regions", "relu-vectorised")
+_EXTRA = {
+    "relu-regions": ("order", "precision", "grid", "points"),
+    "relu-vectorised": ("pieces", "steps"),
+}
 
 Vector = list[flint.fmpq]
 
@@ -71,6 +76,20 @@ class Piece:
         return a
 
 
+def replay_relu_vectorised(pieces: list[Piece], sets: list, hints: Any, al: Any, boxes: bool):
+    """Rule relu-vectorised's replay, for producers: (lo, hi, failed) (see _relu_vec_rule)."""
+    from ._relu_vec_rule import replay_relu_vectorised as replay
+
+    return replay(pieces, sets, hints, al, boxes)
+
+
+def relu_vectorised_limits() -> tuple[int, tuple[int, int, int]]:
+    """Rule relu-vectorised's cost limit and units (per round, per step, per lambda_max)."""
+    from ._relu_vec_rule import MAX_RELU_VEC_COST, UNITS
+
+    return MAX_RELU_VEC_COST, UNITS
+
+
 def _laminar_step(x: Vector, piece: Piece, a: Vector) -> Vector:
     """Exact flow of one laminar piece: x + tau * sum_i w_i (a.x + b_i)_+  (proof: see module)."""
     d = len(x)
@@ -103,8 +122,7 @@ def check_flow_v1(instance: Any, claim: Any, hints: Any) -> str:
     if not isinstance(hints, dict) or "method" not in hints:
         raise Rejected("hints: expected an object with a field 'method'")
     method = string(hints["method"], "hints.method", METHODS)
-    extra = () if method == "laminar-exact" else ("order", "precision", "grid", "points")
-    fields(hints, "hints", ("method", *extra))
+    fields(hints, "hints", ("method", *_EXTRA.get(method, ())))
     start = "boxes" if isinstance(instance, dict) and "boxes" in instance else "points"
     fields(instance, "instance", ("schedule", start, "time"))
     schedule = instance["schedule"]
@@ -135,9 +153,15 @@ def check_flow_v1(instance: Any, claim: Any, hints: Any) -> str:
         boxes = box_rows(claim["enclosures"], "claim.enclosures", n, d)
     if start == "boxes" and images is not None:
         raise Rejected("instance.boxes: give enclosures, with rule laminar-exact or relu-regions")
+    al = al if activation == "leaky_relu" else _ZERO
     if method == "relu-regions":
-        al = al if activation == "leaky_relu" else _ZERO
         return check_relu_regions(activation, pieces, points, boxes, hints, al, start == "boxes")
+    if method == "relu-vectorised":
+        if activation not in ("relu", "leaky_relu") or boxes is None:
+            raise Rejected("rule relu-vectorised: enclosures of relu or leaky_relu flows only")
+        from ._relu_vec_rule import check_relu_vectorised  # numpy: only for this rule
+
+        return check_relu_vectorised(pieces, points, boxes, hints, al, start == "boxes")
     if activation != "relu":  # rule laminar-exact
         raise Rejected(f"instance.schedule.activation: laminar-exact needs relu, got {activation}")
     normals = [piece.shared_normal() for piece in pieces]

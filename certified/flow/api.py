@@ -82,7 +82,7 @@ def enclose_flow(
     field : Schedule, VectorField or PiecewiseField
         ReLU / leaky ReLU schedules use the piecewise-affine engines (``method`` "regions":
         laminar pieces exactly, other pieces region by region in arb at ``prec`` bits, default
-        128; "vectorised": all points at once at 53 bits, no certificate rule; "auto" takes the
+        128; "vectorised": all points at once at 53 bits, rule relu-vectorised; "auto" takes the
         vectorised engine from 1000 non-laminar points with double parameters). Smooth fields
         (tanh / sigmoid schedules, expression fields) use the validated Taylor method with
         QR-Lohner sets (``method`` "taylor-lohner"), in float64 interval kernels at 53 bits
@@ -216,7 +216,8 @@ def flow_certificate_for(
 
     Smooth fields (tanh / sigmoid schedules, expression fields): rule taylor-lohner, the
     field as an expression graph; laminar ReLU schedules: exact images of points, enclosures
-    of boxes (rule laminar-exact); other (leaky) ReLU points and boxes: rule relu-regions.
+    of boxes (rule laminar-exact); other (leaky) ReLU points and boxes: rule relu-vectorised
+    after ``method="vectorised"`` (the checker replays its steps), else rule relu-regions.
 
     Guarantee: none (the checker decides).
     """
@@ -232,6 +233,14 @@ def flow_certificate_for(
         sets = initial_set(points, problem.dimension)
         return field_flow_certificate(problem, sets, result, precision=precision)
     schedule = field
+    if result.hints.get("method") == "relu-vectorised":  # rule relu-vectorised: replays its steps
+        from certified.certificates.flow import relu_vectorised_certificate
+
+        plan = result.hints["plan"]
+        if isinstance(points, Interval):
+            boxes = np.stack([points.lo, points.hi], axis=-1)
+            return relu_vectorised_certificate(schedule, None, plan, boxes=boxes)
+        return relu_vectorised_certificate(schedule, points, plan)
     enc = np.stack([result.final.lo, result.final.hi], axis=-1)
     boxes = None
     if isinstance(points, Interval):

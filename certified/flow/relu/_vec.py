@@ -33,6 +33,7 @@ from certified.arith.exact import fmpq_array_to_float, fmpq_to_float, fmpq_to_st
 from certified.errors import NonFiniteError, RangeOverflowError, ShapeError
 from certified.flow.relu import _vec_kernels as kern
 from certified.flow.relu._model import ReluPiece, parse_activation, parse_points, parse_schedule
+from certified.flow.relu._vec_plan import plan_pieces, plan_strings
 from certified.flow.result import FlowEnclosure, FlowStatus
 
 __all__ = ["VecPiece", "flow_vectorised", "relu_flow_vectorised", "vec_piece"]
@@ -426,10 +427,12 @@ def _plan_failures(vp, reg, ok, fail0, theta, gap_th, h_t, left, state):
     esc[g] += (f0 | tiny).astype(np.int64)
 
 
-def flow_vectorised(pieces: list[VecPiece], c0: np.ndarray, r0: np.ndarray):
+def flow_vectorised(pieces: list[VecPiece], c0: np.ndarray, r0: np.ndarray, record=None):
     """Advance every ``B(c0[n], r0[n])`` through all pieces.
 
-    Returns ``(c, r, stats)``: the images lie in ``B(c[n], r[n])``.
+    Returns ``(c, r, stats)``: the images lie in ``B(c[n], r[n])``. With ``record`` (a list),
+    one list per piece of ``(sets, kind, ticks, full)`` arrays per taken step is appended
+    (kind 1: region, 2: window; full: the step was the largest allowed), for :func:`plan_strings`.
     """
     c = np.array(c0, dtype=float, copy=True)
     r = np.array(r0, dtype=float, copy=True)
@@ -445,6 +448,9 @@ def flow_vectorised(pieces: list[VecPiece], c0: np.ndarray, r0: np.ndarray):
         cache_mask = np.zeros((n, vp.b.shape[0]), dtype=bool)
         cache_mu = np.full(n, np.inf)
         it = 0
+        log: list = []
+        if record is not None:
+            record.append(log)
         while True:
             left = vp.tau_ticks - t
             act = np.nonzero(left > 0)[0]
@@ -464,6 +470,9 @@ def flow_vectorised(pieces: list[VecPiece], c0: np.ndarray, r0: np.ndarray):
                 )
                 cache_mask[reg], cache_mu[reg] = sub
                 good = reg[ok]
+                if record is not None:
+                    full = steps[ok] == np.minimum(vp.h_ticks, left[good])
+                    log.append((good, 1, steps[ok].copy(), full))
                 c[good], r[good] = cn[ok], rn[ok]
                 t[good] += steps[ok]
                 h_try[good] = vp.h_ticks
@@ -483,6 +492,8 @@ def flow_vectorised(pieces: list[VecPiece], c0: np.ndarray, r0: np.ndarray):
             if win.size:
                 wl = np.minimum(win_len[win], vp.tau_ticks - t[win])
                 w = wl * vp.tick
+                if record is not None:
+                    log.append((win.copy(), 2, wl.copy(), np.zeros(win.size, dtype=bool)))
                 c[win], r[win] = _window_step(vp, c[win], r[win], w, w)
                 t[win] += wl
                 window[win] = False
@@ -545,7 +556,8 @@ def relu_flow_vectorised(
     FlowEnclosure or None
         ``status`` SUCCESS (the method always certifies; hard cases only cost width), hints
         ``{"method": "relu-vectorised", "region_steps", "window_steps", "rejected_steps",
-        "iterations", "radius_max"}``. No certificate is derived from these hints.
+        "iterations", "radius_max", "plan"}``; ``plan`` holds the steps taken, from which
+        :func:`certified.flow.flow_certificate_for` makes a certificate of rule relu-vectorised.
 
     Raises
     ------
@@ -561,13 +573,15 @@ def relu_flow_vectorised(
         return None
     d = pieces[0].d
     c0, r0 = _initial_balls(X0, d)
-    c, r, stats = flow_vectorised(vps, c0, r0)
+    record: list = []
+    c, r, stats = flow_vectorised(vps, c0, r0, record)
     lo = _dnn(c - r[:, None])
     hi = _upn(c + r[:, None])
     if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
         raise RangeOverflowError("relu flow: an enclosure left the double range")
     total = sum((q.tau for q in pieces), flint.fmpq(0))
     hints = {"method": "relu-vectorised", "radius_max": float(r.max()), **stats}
+    hints["plan"] = {"pieces": plan_pieces(vps), "steps": plan_strings(record, len(c0))}
     return FlowEnclosure(
         times=(fmpq_to_str(total),),
         enclosures=Interval(lo, hi).reshape(1, *lo.shape),
