@@ -27,7 +27,7 @@ from typing import Any
 import flint
 import numpy as np
 
-from certified.arith.ball import check_precision, precision
+from certified.arith.ball import check_precision, endpoints, precision
 from certified.arith.exact import approx_str, to_fmpq, to_fmpq_array
 from certified.attention.family import float_jacobian, search_lipschitz_lower
 from certified.attention.instance import AttentionInstance
@@ -90,15 +90,15 @@ def dropped(lo: list, hi: list, R: flint.fmpq, n: int, d: int) -> bool:
     return hi[0] + hi[(n - 1) * d] < 0
 
 
-def cell_jacobian(A: flint.arb_mat, V: flint.arb_mat, X: list) -> flint.arb_mat:
-    """Ball Jacobian of f over ball tokens ``X`` (n lists of d arb) in the tight softmax form
-    (``P_ij = 1/Σ_l e^{u_i·(x_l − x_j)}``, ``u_i = Aᵀx_i``; ``x_l − m_i = Σ_j P_ij (x_l − x_j)``;
-    ``Cov_i = Σ_{j<l} P_ij P_il (x_j − x_l)(x_j − x_l)ᵀ``). Call at the working precision; the
-    same operations in the same order as the checker's rule.
+def cell_parts(A: flint.arb_mat, X: list) -> tuple:
+    """``u_i = Aᵀx_i``, ``D[t][j] = x_t − x_j``, the hulls H of the ``x_t − x_j`` (over j),
+    the spreads s (per coordinate) and the softmax rows ``P_ij = 1/Σ_l e^{u_i·(x_l − x_j)}``
+    over ball tokens X; the same operations in the same order as the checker's rule.
 
-    Guarantee: encloses Df(X) for every X in the balls (bounds.md #domain-jacobian).
+    Guarantee: each ball contains its quantity for every X in the balls (bounds.md
+    #domain-jacobian).
     """
-    n, d, At, zero = len(X), len(X[0]), A.transpose(), flint.arb(0)
+    n, d, zero = len(X), len(X[0]), flint.arb(0)
     U = [[sum((A[c, b] * X[i][c] for c in range(d)), zero) for b in range(d)] for i in range(n)]
     D = [
         [[X[t][b] - X[j][b] if t != j else zero for b in range(d)] for j in range(n)]
@@ -110,11 +110,8 @@ def cell_jacobian(A: flint.arb_mat, V: flint.arb_mat, X: list) -> flint.arb_mat:
          for t in range(n)]  # fmt: skip
     s = [reduce(flint.arb.union, (D[j][t][a] for j in range(n) for t in range(n))).abs_upper()
          for a in range(d)]  # fmt: skip
-    q = [[s[a] * s[b] / 4 for b in range(d)] for a in range(d)]
-    CB = [[(zero if a == b else -q[a][b]).union(q[a][b]) for b in range(d)] for a in range(d)]
-    J = [[zero] * (n * d) for _ in range(n * d)]
-    for i in range(n):
-        P = [
+    P = [
+        [
             1
             / sum(
                 (
@@ -126,6 +123,26 @@ def cell_jacobian(A: flint.arb_mat, V: flint.arb_mat, X: list) -> flint.arb_mat:
             )
             for j in range(n)
         ]
+        for i in range(n)
+    ]
+    return U, D, H, s, P
+
+
+def cell_jacobian(A: flint.arb_mat, V: flint.arb_mat, X: list) -> flint.arb_mat:
+    """Ball Jacobian of f over ball tokens ``X`` (n lists of d arb) in the tight softmax form
+    (``P_ij = 1/Σ_l e^{u_i·(x_l − x_j)}``, ``u_i = Aᵀx_i``; ``x_l − m_i = Σ_j P_ij (x_l − x_j)``;
+    ``Cov_i = Σ_{j<l} P_ij P_il (x_j − x_l)(x_j − x_l)ᵀ``). Call at the working precision; the
+    same operations in the same order as the checker's rule.
+
+    Guarantee: encloses Df(X) for every X in the balls (bounds.md #domain-jacobian).
+    """
+    n, d, At, zero = len(X), len(X[0]), A.transpose(), flint.arb(0)
+    U, D, H, s, Ps = cell_parts(A, X)
+    q = [[s[a] * s[b] / 4 for b in range(d)] for a in range(d)]
+    CB = [[(zero if a == b else -q[a][b]).union(q[a][b]) for b in range(d)] for a in range(d)]
+    J = [[zero] * (n * d) for _ in range(n * d)]
+    for i in range(n):
+        P = Ps[i]
         cov = [[zero] * d for _ in range(d)]
         for j in range(n):
             for t in range(j + 1, n):
@@ -144,6 +161,31 @@ def cell_jacobian(A: flint.arb_mat, V: flint.arb_mat, X: list) -> flint.arb_mat:
                     v = P[t] * (V[a, b] + Vy[a] * U[i][b])
                     J[i * d + a][t * d + b] = v + C[a, b] if t == i else v
     return flint.arb_mat(J)
+
+
+def structural_bound(A: flint.arb_mat, X: list, R: flint.fmpq, nA: Any, nV: Any) -> flint.arb:
+    """A ball containing ``‖V‖(‖P‖₂ + ‖N‖₂ + ‖A‖ c)``, an upper bound on ‖Df‖₂ over the
+    points of (B_R)^n in the ball tokens X (``nA >= ‖A‖₂``, ``nV >= ‖V‖₂`` balls of exact
+    upper bounds; ``N_il = p_il e_l μ_i`` with ``p >= P``, ``e_l >= |x_l − m_i|``,
+    ``μ_i >= |u_i|``, ``c >= ‖Cov_i‖₂``). The same operations as the checker's rule.
+
+    Guarantee: ‖Df(X)‖₂ <= every point of the ball for X in (B_R)^n ∩ X (bounds.md
+    #domain-structure).
+    """
+    U, _, H, s, P = cell_parts(A, X)
+    n, R = len(X), flint.arb(R)
+    top = lambda v: reduce(flint.arb.max, v)  # noqa: E731  arb_max encloses the maximum
+    up = lambda v: flint.arb(sum(x.abs_upper() ** 2 for x in v)).sqrt()  # noqa: E731
+    rho = [R.min(up(x)) for x in X]
+    mu = [(nA * r).min(up(u)) for r, u in zip(rho, U, strict=True)]
+    e = [(2 * R).min(up(h)) for h in H]
+    one = flint.arb(1)  # 0 <= P_ij <= 1 (a non-finite ball: exp overflowed)
+    p = [[one.min(x.abs_upper()) if x.is_finite() else one for x in row] for row in P]
+    cols = top([sum(p[i][j] for i in range(n)) for j in range(n)])  # ‖P‖_∞ = 1 (row sums)
+    rows = top([mu[i] * sum(p[i][t] * e[t] for t in range(n)).min(top(e)) for i in range(n)])
+    ncol = top([e[t] * sum(mu[i] * p[i][t] for i in range(n)) for t in range(n)])
+    c = (top(rho) ** 2).min(sum(x * x for x in s) / 4)
+    return nV * (cols.sqrt() + (rows * ncol).sqrt() + nA * c)
 
 
 def _pd_gap(J: flint.arb_mat, s: flint.fmpq) -> bool:
@@ -175,6 +217,18 @@ def _close(J: flint.arb_mat, target: flint.fmpq):
         if _pd_gap(mid, bm * (1 - SLACK)) and _pd_gap(rad, br * (1 - SLACK)):
             return (bm, br)
     return target if _pd_gap(J, target * (1 - SLACK)) else None
+
+
+def _structure_leaf(A, balls: list, R: flint.fmpq, uppers: tuple | None, target: flint.fmpq):
+    """``({"structure": b}, estimate)`` when the structural bound certifies ‖Df‖₂ < b <= target
+    on the cell, else ``(None, estimate)`` (estimate: the bound as a float, inf if none)."""
+    if uppers is None:
+        return None, float("inf")
+    S = structural_bound(A, balls, R, *uppers)
+    if not S.is_finite():
+        return None, float("inf")
+    b = round_up(endpoints(S, "structural bound")[1] * (1 + SLACK), 32)
+    return ({"structure": b} if b <= target else None), float(b)
 
 
 def _norm2(M: np.ndarray) -> float:
@@ -252,8 +306,11 @@ def subdivide(
     max_cells: int,
     seconds: float,
     float_AV: tuple[np.ndarray, np.ndarray],
+    uppers: tuple | None = None,
 ) -> tuple[_Tree | None, DomainRun, np.ndarray | None]:
-    """Adaptive subdivision until every kept leaf has a certified bound ``≤ target``.
+    """Adaptive subdivision until every kept leaf has a certified bound ``≤ target``;
+    ``uppers`` (balls above ‖A‖₂ and ‖V‖₂ as the checker makes them, or None) enables the
+    structural leaf bound (bounds.md #domain-structure), tried first on every cell.
 
     Returns the tree (None when cells are left open), the run report and the configuration
     with the largest float ‖Df‖₂ seen (a proposal for a refutation).
@@ -277,9 +334,14 @@ def subdivide(
             value = _norm2(float_jacobian(Af, Vf, Xc))
             if value > run.float_sup:
                 run.float_sup, best_X = value, Xc
-            J = cell_jacobian(A, V, _balls(lo, hi, n, d, R))
-            est = _float_norm_estimate(J) if all(J[i, j].is_finite() for i in range(nd)
-                                                 for j in range(nd)) else float("inf")  # fmt: skip
+            balls = _balls(lo, hi, n, d, R)
+            leaf, est = _structure_leaf(A, balls, R, uppers, target)
+            if leaf is not None:
+                tree.leaf[node], run.kept = leaf, run.kept + 1
+                return
+            J = cell_jacobian(A, V, balls)
+            if all(J[i, j].is_finite() for i in range(nd) for j in range(nd)):
+                est = min(est, _float_norm_estimate(J))
             if est < float(target):
                 leaf = _close(J, target)
                 if leaf is not None:
@@ -411,11 +473,14 @@ def decide_on_domain(
     with precision(prec):
         A = flint.arb_mat((inst.K.T @ inst.Q).tolist()) * (1 / flint.arb(inst.k).sqrt())
         V = flint.arb_mat(inst.V.tolist())
+        uppers = None  # the checker's balls from hints.upper (positive: its LDLᵀ test)
+        if hm["upper"] > 0 and hv["upper"] > 0:
+            uppers = (flint.arb(hm["upper"]) / flint.arb(inst.k).sqrt(), flint.arb(hv["upper"]))
     Af = inst.K.T.astype(float) @ inst.Q.astype(float) / np.sqrt(inst.k)
     with np.errstate(all="ignore"):  # float heuristics only: overflow means "no proposal"
         tree, run, best_X = subdivide(
             A, V, inst.R, n, rhs_lo, prec=prec, max_cells=max_cells, seconds=seconds,
-            float_AV=(Af, inst.V.astype(float)),
+            float_AV=(Af, inst.V.astype(float)), uppers=uppers,
         )  # fmt: skip
     if tree is not None:
         return ctx.verified(tree, run)
@@ -439,9 +504,17 @@ def _proposal(inst: AttentionInstance, X: np.ndarray | None, n: int, prec: int) 
         return None
 
 
+def _total(bound: Any) -> flint.fmpq:
+    if isinstance(bound, dict):
+        return bound["structure"]
+    return bound[0] + bound[1] if isinstance(bound, tuple) else bound
+
+
 def _written(bound: Any) -> Any:
     if bound is None:
         return "drop"
+    if isinstance(bound, dict):
+        return {"structure": exact_number(bound["structure"])}
     if isinstance(bound, tuple):
         return [exact_number(x) for x in bound]
     return exact_number(bound)
@@ -485,13 +558,12 @@ class _Context:
 
     def verified(self, tree: _Tree, run: DomainRun):
         splits, bounds = tree.preorder()
-        total = lambda b: b[0] + b[1] if isinstance(b, tuple) else b  # noqa: E731
-        lhs = max((total(b) for b in bounds if b is not None), default=flint.fmpq(0))
+        lhs = max((_total(b) for b in bounds if b is not None), default=flint.fmpq(0))
         claim = {"verdict": "VERIFIED", "lhs_upper": lhs, "rhs_lower": self.rhs_lo}
-        hints = {
-            "tree": splits,
-            "bounds": [_written(b) for b in bounds],
-        }
+        hints: dict[str, Any] = {"tree": splits, "bounds": [_written(b) for b in bounds]}
+        if any(isinstance(b, dict) for b in bounds):
+            hints["upper"] = {"V": exact_number(self.hv["upper"]),
+                              "KtQ": exact_number(self.hm["upper"])}  # fmt: skip
         return LipschitzVerdict(
             self.hypothesis, Outcome.VERIFIED, None, lhs, self.rhs_lo, self.rhs_hi,
             f"{self.name} holds for these Q, K, V, R and n = {self.n}: sup over (B_R)^n of "

@@ -20,13 +20,13 @@ from ._parse import Rejected, exact, fields, matrix, positive, small_integer, st
 MAX_DOMAIN_COST = 10**9  # Σ over kept leaves of (nd)³ (1 + precision / 64): ball operations
 MAX_NODES = 2**22  # entries of the split sequence
 MAX_DEPTH = 512  # splits from the root to a leaf
+TREE = ("tree", "bounds")
 
 
-def _tight_jacobian(A: Any, V: Any, X: list) -> flint.arb_mat:
-    """Df over the ball tokens X: P_ij = 1 / Σ_l e^{u_i·(x_l − x_j)}, u_i = Aᵀx_i;
-    J_il = P_il V (I + (x_l − m_i) u_iᵀ) + δ_il V Cov_i Aᵀ with x_l − m_i = Σ_j P_ij (x_l − x_j),
-    Cov_i = Σ_{j<l} P_ij P_il (x_j − x_l)(x_j − x_l)ᵀ (bounds.md #domain-jacobian)."""
-    n, d, At = len(X), len(X[0]), A.transpose()
+def _parts(A: Any, X: list) -> tuple:
+    """u_i = Aᵀx_i, D[t][j] = x_t − x_j, hulls H of the x_t − x_j, spreads s, and the softmax
+    rows P_ij = 1 / Σ_l e^{u_i·(x_l − x_j)} over the ball tokens X (bounds.md #domain-jacobian)."""
+    n, d = len(X), len(X[0])
     U = [[sum((A[c, b] * X[i][c] for c in range(d)), flint.arb(0)) for b in range(d)]
          for i in range(n)]  # fmt: skip
     D = [[[X[t][b] - X[j][b] if t != j else flint.arb(0) for b in range(d)] for j in range(n)]
@@ -36,14 +36,24 @@ def _tight_jacobian(A: Any, V: Any, X: list) -> flint.arb_mat:
          for t in range(n)]  # fmt: skip
     s = [reduce(flint.arb.union, (D[j][t][a] for j in range(n) for t in range(n))).abs_upper()
          for a in range(d)]  # fmt: skip
+    P = [[1 / sum((sum((U[i][b] * D[t][j][b] for b in range(d)), flint.arb(0)).exp()
+                   for t in range(n) if t != j), flint.arb(1)) for j in range(n)]
+         for i in range(n)]  # fmt: skip
+    return U, D, H, s, P
+
+
+def _tight_jacobian(A: Any, V: Any, X: list) -> flint.arb_mat:
+    """Df over the ball tokens X: J_il = P_il V (I + (x_l − m_i) u_iᵀ) + δ_il V Cov_i Aᵀ with
+    x_l − m_i = Σ_j P_ij (x_l − x_j), Cov_i = Σ_{j<l} P_ij P_il (x_j − x_l)(x_j − x_l)ᵀ
+    (bounds.md #domain-jacobian)."""
+    n, d, At = len(X), len(X[0]), A.transpose()
+    U, D, H, s, Ps = _parts(A, X)
     q = [[s[a] * s[b] / 4 for b in range(d)] for a in range(d)]
     CB = [[(flint.arb(0) if a == b else -q[a][b]).union(q[a][b]) for b in range(d)]
           for a in range(d)]  # fmt: skip
     J = [[flint.arb(0)] * (n * d) for _ in range(n * d)]
     for i in range(n):
-        P = [1 / sum((sum((U[i][b] * D[t][j][b] for b in range(d)), flint.arb(0)).exp()
-                      for t in range(n) if t != j), flint.arb(1)) for j in range(n)]  # fmt: skip
-        cov = [[flint.arb(0)] * d for _ in range(d)]
+        P, cov = Ps[i], [[flint.arb(0)] * d for _ in range(d)]
         for j in range(n):
             for t in range(j + 1, n):
                 w = P[j] * P[t]
@@ -61,6 +71,24 @@ def _tight_jacobian(A: Any, V: Any, X: list) -> flint.arb_mat:
                     v = P[t] * (V[a, b] + Vy[a] * U[i][b])
                     J[i * d + a][t * d + b] = v + C[a, b] if t == i else v
     return flint.arb_mat(J)
+
+
+def _structural(A: Any, X: list, R: Any, nA: Any, nV: Any) -> Any:
+    """A ball ∋ ‖V‖(‖P‖₂ + ‖N‖₂ + ‖A‖ c) >= ‖Df‖₂ on the cell (bounds.md #domain-structure):
+    N_il = p_il e_l μ_i, p ≥ P, e_l ≥ |x_l − m_i|, μ_i ≥ |u_i|, c ≥ ‖Cov_i‖₂; nA, nV ≥ norms."""
+    U, _, H, s, P = _parts(A, X)
+    n, R, top = len(X), flint.arb(R), lambda v: reduce(flint.arb.max, v)  # arb_max: encloses
+    up = lambda v: flint.arb(sum(x.abs_upper() ** 2 for x in v)).sqrt()  # noqa: E731
+    rho = [R.min(up(x)) for x in X]
+    mu = [(nA * r).min(up(u)) for r, u in zip(rho, U)]  # noqa: B905
+    e = [(2 * R).min(up(h)) for h in H]
+    one = flint.arb(1)  # 0 <= P_ij <= 1 (a non-finite ball: exp overflowed)
+    p = [[one.min(x.abs_upper()) if x.is_finite() else one for x in row] for row in P]
+    cols = top([sum(p[i][j] for i in range(n)) for j in range(n)])  # ‖P‖_∞ = 1 (row sums)
+    rows = top([mu[i] * sum(p[i][t] * e[t] for t in range(n)).min(top(e)) for i in range(n)])
+    ncol = top([e[t] * sum(mu[i] * p[i][t] for i in range(n)) for t in range(n)])
+    c = (top(rho) ** 2).min(sum(x * x for x in s) / 4)
+    return nV * (cols.sqrt() + (rows * ncol).sqrt() + nA * c)
 
 
 def _dropped(box: list, R2: Any, n: int, d: int) -> bool:
@@ -131,7 +159,8 @@ def check_lipschitz_domain_v1(instance: Any, claim: Any, hints: Any) -> str:
     factor = positive(c["factor"], "claim.factor")
     if (refuted and not lhs > rhs) or (not refuted and not 0 <= lhs <= rhs):
         raise Rejected(f"claim: need {lk} {'>' if refuted else '<='} {rk}")
-    h = fields(hints, "hints", ("precision", "norms") + (() if refuted else ("tree", "bounds")))
+    opt = ("upper",) if isinstance(hints, dict) and "upper" in hints and not refuted else ()
+    h = fields(hints, "hints", ("precision", "norms", *opt, *(() if refuted else TREE)))
     prec, nd = small_integer(h["precision"], "hints.precision", 53, 4096), n * d
     KtQ = [[sum(K[r][a] * Q[r][b] for r in range(k)) for b in range(d)] for a in range(d)]
     if refuted:
@@ -166,6 +195,14 @@ def check_lipschitz_domain_v1(instance: Any, claim: Any, hints: Any) -> str:
             return f"{hyp} REFUTED on (B_R)^n: n = {n}, d = {d}, ‖Df(X)‖₂ >= {lhs}"
         if not RHS >= flint.arb(rhs):
             raise Rejected("claim: factor * RHS >= rhs_lower not certified")
+        if opt:  # ‖V‖₂ <= uV, ‖KᵀQ‖₂ <= uM (exact LDLᵀ of s²I − MᵀM), for "structure" leaves
+            u = fields(h["upper"], "hints.upper", ("V", "KtQ"))
+            uV, uM = (exact(u[m], f"hints.upper.{m}") for m in ("V", "KtQ"))
+            ok = all(
+                t >= 0 and _pd(_gram_gap(flint.fmpq_mat(M), t * t)) for t, M in ((uV, V), (uM, KtQ))
+            )
+            if not ok:
+                raise Rejected("hints.upper: not certified >= the spectral norms of V and KtQ")
         count = 0
         for box in _leaves(h["tree"], R, nd):
             if count >= len(bounds):
@@ -175,15 +212,20 @@ def check_lipschitz_domain_v1(instance: Any, claim: Any, hints: Any) -> str:
                 if not _dropped(box, R * R, n, d):
                     raise Rejected(f"{where}: 'drop', but the leaf meets the fundamental domain")
                 continue
-            J = _tight_jacobian(A, Va, [_contract(box[i * d : i * d + d], R * R) for i in range(n)])
-            if isinstance(b, list):  # [bm, br]: ‖mid J‖₂ < bm, ‖rad J‖₂ < br (bounds.md #domain)
-                (bm, br), M = vector(b, where, 2), [[x.mid() for x in r] for r in J.tolist()]
+            X = [_contract(box[i * d : i * d + d], R * R) for i in range(n)]
+            if isinstance(b, dict):  # {"structure": b}: bounds.md #domain-structure
+                b = exact(fields(b, where, ("structure",))["structure"], where)
+                nA, nV = (flint.arb(uM) / flint.arb(k).sqrt(), flint.arb(uV)) if opt else (0, 0)
+                ok = bool(opt) and 0 < b <= lhs and _structural(A, X, R, nA, nV) < flint.arb(b)
+            elif isinstance(b, list):  # [bm, br]: ‖mid J‖₂ < bm, ‖rad J‖₂ < br (#domain-midrad)
+                J, (bm, br) = _tight_jacobian(A, Va, X), vector(b, where, 2)
+                M = [[x.mid() for x in r] for r in J.tolist()]
                 ok = 0 < bm + br <= lhs and _pd(_gram_gap(flint.arb_mat(M), flint.arb(bm * bm)))
                 M = [[x.rad() for x in r] for r in J.tolist()]
                 ok = ok and _pd(_gram_gap(flint.arb_mat(M), flint.arb(br * br)))
             else:
                 b = exact(b, where)
-                ok = 0 < b <= lhs and _pd(_gram_gap(J, flint.arb(b * b)))
+                ok = 0 < b <= lhs and _pd(_gram_gap(_tight_jacobian(A, Va, X), flint.arb(b * b)))
             if not ok:
                 raise Rejected(f"{where}: ‖Df‖₂ < bound <= lhs_upper not certified on the leaf")
         if count != len(bounds):
