@@ -12,6 +12,7 @@ and :func:`certified.flow.enclose_flow` certifies its flow; its certificate is c
 generic rule of the checker (the graph is data, not code).
 """
 
+from certified.fields.attention import attention_field
 from certified.fields.examples import (
     EXAMPLES,
     lorenz,
@@ -45,6 +46,7 @@ from certified.fields.field import (
 
 __all__ = [
     "EXAMPLES",
+    "attention_field",
     "Expr",
     "FieldError",
     "FieldPiece",
