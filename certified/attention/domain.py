@@ -110,21 +110,9 @@ def cell_parts(A: flint.arb_mat, X: list) -> tuple:
          for t in range(n)]  # fmt: skip
     s = [reduce(flint.arb.union, (D[j][t][a] for j in range(n) for t in range(n))).abs_upper()
          for a in range(d)]  # fmt: skip
-    P = [
-        [
-            1
-            / sum(
-                (
-                    sum((U[i][b] * D[t][j][b] for b in range(d)), zero).exp()
-                    for t in range(n)
-                    if t != j
-                ),
-                flint.arb(1),
-            )
-            for j in range(n)
-        ]
-        for i in range(n)
-    ]
+    P = [[1 / sum((sum((U[i][b] * D[t][j][b] for b in range(d)), zero).exp()
+                   for t in range(n) if t != j), flint.arb(1)) for j in range(n)]
+         for i in range(n)]  # fmt: skip
     return U, D, H, s, P
 
 
@@ -470,6 +458,10 @@ def decide_on_domain(
         best_lower = point[0]
         if point[0] > rhs_hi:
             return ctx.refuted(point, None)
+    if not any(inst.V.flat):  # V = 0: f = 0 and Df = 0 <= factor·RHS (no certificate: lhs 0)
+        zero = _Tree()
+        zero.leaf[0] = flint.fmpq(0)
+        return ctx.verified(zero, DomainRun(cells=1, kept=1))
     with precision(prec):
         A = flint.arb_mat((inst.K.T @ inst.Q).tolist()) * (1 / flint.arb(inst.k).sqrt())
         V = flint.arb_mat(inst.V.tolist())
@@ -484,6 +476,7 @@ def decide_on_domain(
         )  # fmt: skip
     if tree is not None:
         return ctx.verified(tree, run)
+
     point = _proposal(inst, best_X, n, prec) if best_X is not None else None
     if point is not None:
         if point[0] > rhs_hi:

@@ -452,6 +452,35 @@ def test_h2_is_verified_at_every_user_size(n, d, R, data):
     assert check_certificate(v.certificate).verified
 
 
+@settings(max_examples=60)
+@given(st.integers(1, 64), st.fractions(0, 10**6))
+def test_root_bound_is_below_the_h2_right_side(n, a):
+    # bounds.md #domain-structure: with s = √n, a = ‖A‖R², the root bound ‖V‖(s + a(2s + 1)) is
+    # below √3 ‖V‖ (a²(4n + 1) + n)^½ for every n and a (discriminant −12n(2s − 1)² < 0)
+    with mp.workdps(50):
+        a, sq = mpmath.mpf(a.numerator) / a.denominator, mpmath.sqrt(n)
+        gap = 3 * (a * a * (4 * n + 1) + n) - (sq + a * (2 * sq + 1)) ** 2
+        quad = (8 * n - 4 * sq + 2) * a * a - 2 * (2 * n + sq) * a + 2 * n
+        assert gap > 0 and abs(gap - quad) <= mpmath.mpf(10) ** -40 * (1 + a * a * n)
+
+
+@pytest.mark.parametrize(("n", "d", "R"), [(1, 2, 1), (2, 2, "1/2"), (3, 3, 2), (4, 2, "3/2")])
+def test_root_structural_bound_is_the_closed_form(n, d, R):
+    rng = np.random.default_rng(n + d)
+    inst = _instance(*[np.round(rng.normal(size=(d, d)), 2).tolist() for _ in range(3)], R)
+    hv, hm = norm_hint(inst.V, 64), norm_hint(inst.K.T @ inst.Q, 64)
+    with precision(64):
+        A = flint.arb_mat((inst.K.T @ inst.Q).tolist()) * (1 / flint.arb(inst.k).sqrt())
+        nA, nV = flint.arb(hm["upper"]) / flint.arb(inst.k).sqrt(), flint.arb(hv["upper"])
+        R_ = inst.R
+        S = structural_bound(A, _balls([-R_] * (n * d), [R_] * (n * d), n, d, R_), R_, nA, nV)
+        a, sq = nA * R_ * R_, flint.arb(n).sqrt()
+        closed = nV * (sq + a * (2 * sq + 1))
+    assert endpoints(S)[1] <= endpoints(closed)[1] * (1 + Q(1, 2**40))
+    with mp.workdps(60):
+        assert _mpq(endpoints(closed)[1]) < _ref_rhs(inst, n)
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.integers(1, 3), st.integers(1, 2), st.data())
 def test_structural_bound_contains_the_reference(n, d, data):
