@@ -343,6 +343,36 @@ def test_tampered_domain_certificates_are_rejected(certificate, tamper):
     assert not check_certificate(c).verified
 
 
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8)
+    | st.sampled_from(["1e999999", "-1/3", "0", "1/0", "nan", "9" * 400]),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from(["structure", "x"]), c,
+                                                        max_size=2),
+    max_leaves=6,
+)  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["leaf", "upper", "upper.V", "upper.KtQ"]), json_values)
+def test_hostile_structure_entries_are_rejected_without_error(certificate, where, value):
+    # the structural leaf and hints.upper under arbitrary JSON: a rejection, never an exception
+    c = copy.deepcopy(certificate)
+    if where == "leaf":
+        c["hints"]["bounds"][_structural_leaf(c)] = value
+    elif where == "upper":
+        c["hints"]["upper"] = value
+    else:
+        c["hints"]["upper"][where.split(".")[1]] = value
+    assert not check_certificate(c).verified  # none of these values certifies the leaf
+
+
+def test_upper_hint_in_a_refutation_is_rejected():
+    v = decide_on_domain(BASE, "H2", 2, factor=Q(1, 10), max_cells=100, seconds=10)
+    c = copy.deepcopy(v.certificate)
+    c["hints"]["upper"] = {"V": "10", "KtQ": "10"}
+    assert not check_certificate(c).verified
+
+
 def test_tampered_refutations_are_rejected():
     v = decide_on_domain(BASE, "H2", 2, factor=Q(1, 10), max_cells=100, seconds=10)
     assert check_certificate(v.certificate).verified
