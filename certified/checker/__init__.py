@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from ._cube_rule import check_cube_v1
 from ._entropic_rule import check_entropic_v1
+from ._gradient_rule import check_gradient_v1, check_training_v1
 from ._interpolation_rule import check_interpolation_v1
 from ._lipschitz_domain_rule import check_lipschitz_domain_v1
 from ._lipschitz_rule import check_lipschitz_v1
@@ -53,6 +54,7 @@ KINDS = {  # the known certificate kinds and, for each, the checker of each know
     "interpolation": {1: check_interpolation_v1},
     "entropic": {1: check_entropic_v1},
     "transport-to-cube": {1: check_cube_v1},
+    "gradient": {1: check_gradient_v1}, "training": {1: check_training_v1},
 }
 
 

@@ -1,0 +1,139 @@
+"""Kind ``gradient`` v1: enclosures of a neural-ODE loss and of its parameter gradient.
+
+The instance is an expression field with its pieces (as in rule ``taylor-lohner``), the data
+points, their targets and the regulariser's weight eps; the hints the step lengths and a
+priori boxes of every point. The checker replays the flow and the C^1 enclosures with respect
+to the parameters (``sensitivity.replay_sensitivities``), the discrete adjoint and the loss
+(``sensitivity.loss_and_gradient``, proofs/training.md#gradient) and compares every claimed
+interval with its own. Kind ``training`` v1 (``check_training_v1``) is a list of such
+instances along a descent trace, each loss replayed, each step's decrease certified."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import flint
+
+from . import _parse
+from ._parse import Rejected, array, box_rows, exact, exact_row, fields, positive, small_integer
+from .lohner import MAX_TAYLOR_OPS
+from .sensitivity import loss_and_gradient, replay_sensitivities, sensitivity_cost
+from .taylor import ReplayError, parse_field
+
+
+def _pieces(instance: Any, n_names: int) -> list:
+    pieces = []
+    for j, p in enumerate(array(instance["pieces"], "instance.pieces")):
+        at = f"instance.pieces[{j}]"
+        fields(p, at, ("duration", "parameters"))
+        values = exact_row(array(p["parameters"], f"{at}.parameters", n_names, 0), at)
+        pieces.append((positive(p["duration"], f"{at}.duration"), values))
+    return pieces
+
+
+def _within(claimed: tuple, ball: flint.arb, where: str) -> None:
+    lo, hi = claimed
+    if not (flint.arb(lo) <= ball.lower() and ball.upper() <= flint.arb(hi)):
+        raise Rejected(f"{where}: misses the replayed enclosure")
+
+
+def replay_gradient(instance: Any, hints: Any, budget: list[int]) -> tuple:
+    """The replayed balls (loss, gradient per piece) of a gradient instance, and its size."""
+    fields(instance, "instance", ("field", "pieces", "points", "targets", "eps", "time"))
+    field = parse_field(instance["field"], "instance.field")
+    d = field.dimension
+    pieces = _pieces(instance, len(field.names))
+    points = _parse.matrix(instance["points"], "instance.points", None, d)
+    n = len(points)
+    targets = _parse.matrix(instance["targets"], "instance.targets", n, d)
+    eps = exact(instance["eps"], "instance.eps")
+    if eps < 0:
+        raise Rejected("instance.eps: must be >= 0")
+    if exact(instance["time"], "instance.time") != sum((p[0] for p in pieces), flint.fmpq(0)):
+        raise Rejected("instance.time: differs from the total duration of the pieces")
+    fields(hints, "hints", ("method", "order", "jacobian_order", "precision", "steps", "boxes"))
+    _parse.string(hints["method"], "hints.method", ("taylor-lohner-c1",))
+    K = small_integer(hints["order"], "hints.order", 2, 60)
+    m = small_integer(hints["jacobian_order"], "hints.jacobian_order", 1, K)
+    prec = small_integer(hints["precision"], "hints.precision", 53, 4096)
+    raw_steps = array(hints["steps"], "hints.steps", len(pieces))
+    steps = [_parse.vector(s, f"hints.steps[{j}]") for j, s in enumerate(raw_steps)]
+    total = sum(len(s) for s in steps)
+    budget[0] -= sensitivity_cost(field, n, total, K, m, prec)
+    if budget[0] < 0:
+        raise Rejected(f"resource limit: the replay needs more than {MAX_TAYLOR_OPS} operations")
+    boxes = []
+    for j, per_piece in enumerate(array(hints["boxes"], "hints.boxes", len(pieces))):
+        per_step = array(per_piece, f"hints.boxes[{j}]", len(steps[j]))
+        boxes.append([box_rows(b, f"hints.boxes[{j}][{s}]", n, d) for s, b in enumerate(per_step)])
+    with flint.ctx.workprec(prec):
+        balls = [(t, [flint.arb(v) for v in values]) for t, values in pieces]
+        try:
+            finals, mats = replay_sensitivities(field, balls, points, steps, boxes, K, m)
+        except ReplayError as exc:
+            raise Rejected(f"hints: {exc}") from None
+        loss, grads = loss_and_gradient(finals, mats, targets, pieces, eps)
+    return loss, grads, (n, len(pieces), total, K)
+
+
+def _pair(value: Any, where: str) -> tuple:
+    lo, hi = exact_row(array(value, where, 2), where)
+    if lo > hi:
+        raise Rejected(f"{where}: lower end above upper end")
+    return lo, hi
+
+
+def check_gradient_v1(instance: Any, claim: Any, hints: Any) -> str:
+    """Check a gradient certificate; return a summary."""
+    loss, grads, (n, L, total, _) = replay_gradient(instance, hints, [MAX_TAYLOR_OPS])
+    fields(claim, "claim", ("loss", "gradient"))
+    _within(_pair(claim["loss"], "claim.loss"), loss, "claim.loss")
+    rows = array(claim["gradient"], "claim.gradient", L)
+    for j, row in enumerate(rows):
+        items = array(row, f"claim.gradient[{j}]", len(grads[j]), 0)
+        for k, item in enumerate(items):
+            at = f"claim.gradient[{j}][{k}]"
+            _within(_pair(item, at), grads[j][k], at)
+    return f"rule taylor-lohner-c1: loss and gradient, {n} points, {L} pieces, {total} steps"
+
+
+def _norm_bounds(grads: list) -> tuple[flint.arb, flint.arb]:
+    """Lower and upper bounds (arb, exact ends) on the 2-norm of the gradient enclosure."""
+    up, lo = flint.arb(0), flint.arb(0)
+    for g in itertools.chain.from_iterable(grads):
+        up += flint.arb(abs(g).upper()) ** 2
+        if g > 0 or g < 0:
+            lo += flint.arb(abs(g).lower()) ** 2
+    return lo.sqrt(), up.sqrt()
+
+
+def check_training_v1(instance: Any, claim: Any, hints: Any) -> str:
+    """Check a certified descent trace: each iterate's loss (and gradient norm) replayed, each
+    step's loss upper bound below the previous lower bound (proofs/training.md#descent)."""
+    fields(instance, "instance", ("iterates", "lr"))
+    positive(instance["lr"], "instance.lr")
+    iterates = array(instance["iterates"], "instance.iterates")
+    fields(claim, "claim", ("losses", "gradient_norms"))
+    losses = array(claim["losses"], "claim.losses", len(iterates))
+    norms = array(claim["gradient_norms"], "claim.gradient_norms", len(iterates))
+    steps = array(hints, "hints", len(iterates))
+    budget, prev = [MAX_TAYLOR_OPS], None
+    for k, (inst, h) in enumerate(zip(iterates, steps, strict=True)):
+        loss, grads, _ = replay_gradient(inst, h, budget)
+        same = ("field", "points", "targets", "eps", "time")
+        if k and any(inst[key] != iterates[0][key] for key in same):
+            raise Rejected(
+                f"instance.iterates[{k}]: not the problem of iterate 0 (only the "
+                "pieces' parameters may change)"
+            )
+        lo_hi = _pair(losses[k], f"claim.losses[{k}]")
+        _within(lo_hi, loss, f"claim.losses[{k}]")
+        nlo, nhi = _pair(norms[k], f"claim.gradient_norms[{k}]")
+        glo, ghi = _norm_bounds(grads)
+        if not (flint.arb(nlo) <= glo and ghi <= flint.arb(nhi)):
+            raise Rejected(f"claim.gradient_norms[{k}]: misses the replayed bounds")
+        if prev is not None and not lo_hi[1] < prev:
+            raise Rejected(f"claim.losses[{k}]: its upper end is not below the previous lower end")
+        prev = lo_hi[0]
+    return f"rule taylor-lohner-c1: certified descent over {len(iterates) - 1} steps"

@@ -1,0 +1,121 @@
+"""C^1 enclosures with respect to the parameters of an expression field, and the certified loss
+gradient they give (public: producers compute with it the claims the checker replays, as the
+flow producers do with ``lohner.replay_flow``).
+
+On a piece with constant parameters theta, the parameters are appended to the state as
+constants: ``z = (x, theta)``, ``z' = (f(x; theta), 0)``. Along the replayed Taylor-Lohner steps
+of x (``lohner.lohner_step``, which validates each a priori box B), each step's Jacobian of the
+augmented flow ``[[M_h, S_h], [0, I]]`` is enclosed over (the step's set) x {theta} by the
+order-m variational polynomial plus its remainder over B x {theta} with
+``V_B = I + [-e, e]``, ``e = exp(L h) - 1``, ``L >= |Df_aug(B)|_inf`` (proofs/bounds.md
+#variational, applied to the augmented field). The chain rule gives ``M_l = dx(t_l)/dx(t_{l-1})``
+and ``S_l = dx(t_l)/d theta_l``; the discrete adjoint ``p_{l-1} = M_l^T p_l``,
+``p_L = (x(T) - y) / N``, gives ``grad_{theta_l} J = eps h_l theta_l + sum_i S_{l,i}^T p_{l,i}``
+for ``J = (1/N) sum_i |x_i(T) - y_i|^2 / 2 + (eps/2) sum_l h_l |theta_l|^2``
+(proofs/training.md#gradient)."""
+
+from __future__ import annotations
+
+from flint import arb, arb_mat, fmpq
+
+from .lohner import LohnerSet, lohner_step
+from .taylor import ExpressionField, ReplayError, field_jets
+
+__all__ = ["augmented_field", "loss_and_gradient", "replay_sensitivities", "sensitivity_cost"]
+
+_ZERO = arb(0)
+
+
+def augmented_field(field: ExpressionField) -> ExpressionField:
+    """The field of ``(x, theta)``: parameter k becomes coordinate d + k, with derivative 0.
+
+    Guarantee: exact (the same graph)."""
+    d, P = field.dimension, len(field.names)
+    nodes = [("x", d + a[0]) if op == "p" else (op, *a) for op, *a in field.nodes]
+    nodes.append(("c", fmpq(0)))
+    return ExpressionField(d + P, [], nodes, [*field.outputs, *([len(nodes) - 1] * P)])
+
+
+def _poly(coefs: list[arb], h: arb) -> arb:
+    out = coefs[-1]
+    for c in reversed(coefs[:-1]):
+        out = out * h + c
+    return out
+
+
+def step_jacobian(aug: ExpressionField, d: int, X: list[arb], theta: list[arb], h: fmpq,
+                  box, m: int) -> tuple[arb_mat, arb_mat]:  # fmt: skip
+    """``(M_h, S_h)`` enclosing ``d Phi_h / dx`` and ``d Phi_h / d theta`` at every x in the balls
+    X, for a step of length h whose a priori box ``box`` (d exact pairs, Picard-validated by
+    ``lohner_step``) contains every trajectory from X over [0, h].
+    Guarantee: encloses (proofs/training.md#sensitivity)."""
+    D, hb = aug.dimension, arb(h)
+    B = [arb(lo).union(arb(hi)) for lo, hi in box] + list(theta)
+    ident = [[arb(int(i == j)) for j in range(D)] for i in range(D)]
+    df = field_jets(aug, [], B, ident, 1)[1]
+    L = max(sum((abs(g) for g in df[i][1:]), _ZERO).upper() for i in range(d))
+    e = (arb((arb(L) * hb).exp().upper()) - 1).upper()
+    # theta' = 0: the last P rows of the variational matrix are exactly those of I
+    VB = [[ident[i][j] + (arb(0, e) if i < d else _ZERO) for j in range(D)] for i in range(D)]
+    vrem = field_jets(aug, [], B, VB, m)[m]
+    vx = field_jets(aug, [], list(X) + list(theta), ident, m - 1)
+    J = [[_poly([vx[k][i][1 + j] for k in range(m)] + [vrem[i][1 + j]], hb) for j in range(D)]
+         for i in range(d)]  # fmt: skip
+    return arb_mat([r[:d] for r in J]), arb_mat([r[d:] for r in J])
+
+
+def sensitivity_cost(field: ExpressionField, n: int, steps: int, K: int, m: int, prec: int) -> int:
+    """Estimated arb operations of :func:`replay_sensitivities` (proofs/format.md section 10)."""
+    d, P = field.dimension, len(field.names)
+    D = d + P
+    per = field.cost * (K * K + 3 * (d + 1) * m * m) + 2 * (field.cost + 4 * P) * (D + 1) * m * m
+    return n * steps * (per + 20 * d**3 + 2 * d * d * P) * (1 + prec // 256)
+
+
+def replay_sensitivities(field: ExpressionField, pieces, points, steps, boxes, K: int, m: int):
+    """Per point i: the balls of ``x_i(T)`` and, per piece l, ``(M_l, S_l)``; pieces are
+    (duration, parameter balls), ``steps[l]`` the step lengths of piece l (summing to its
+    duration), ``boxes[l][s][i]`` the a priori box of point i in step s. Raises ReplayError
+    naming the piece, step and point.
+    Guarantee: encloses (proofs/training.md#sensitivity)."""
+    aug, d = augmented_field(field), field.dimension
+    sets = [LohnerSet.box(list(x), list(x)) for x in points]
+    mats = [[] for _ in points]
+    for j, (duration, theta) in enumerate(pieces):
+        if sum(steps[j], fmpq(0)) != duration or not all(h > 0 for h in steps[j]):
+            raise ReplayError(f"piece {j}: the steps are not positive or do not sum to {duration}")
+        for i in range(len(sets)):
+            M = arb_mat([[int(a == b) for b in range(d)] for a in range(d)])
+            S = arb_mat(d, len(theta))
+            for s, h in enumerate(steps[j]):
+                try:
+                    X = sets[i].hull(with_centre=True)
+                    sets[i] = lohner_step(field, theta, sets[i], h, boxes[j][s][i], K, m)
+                    Mh, Sh = step_jacobian(aug, d, X, theta, h, boxes[j][s][i], m)
+                except ReplayError as exc:
+                    raise ReplayError(f"piece {j}, step {s}, point {i}: {exc}") from None
+                M, S = Mh * M, Mh * S + Sh
+            mats[i].append((M, S))
+    return [S.hull() for S in sets], mats
+
+
+def loss_and_gradient(finals, mats, targets, pieces, eps: fmpq):
+    """Balls of J and of ``grad_{theta_l} J`` (a list per piece) from the replay's final balls
+    and sensitivities, ``targets`` exact rows, ``pieces`` (duration, exact parameters).
+    Guarantee: encloses (proofs/training.md#gradient)."""
+    n, d = len(finals), len(targets[0])
+    data, grads = _ZERO, [[_ZERO] * len(theta) for _, theta in pieces]
+    for i in range(n):
+        r = [finals[i][q] - arb(targets[i][q]) for q in range(d)]
+        data += sum((v * v for v in r), _ZERO)
+        p = arb_mat([[v / n] for v in r])  # grad of (1/N) |x - y|^2 / 2 at x(T)
+        for j in reversed(range(len(pieces))):
+            M, S = mats[i][j]
+            g = S.transpose() * p
+            grads[j] = [a + g[k, 0] for k, a in enumerate(grads[j])]
+            p = M.transpose() * p
+    reg = sum((h * sum((v * v for v in theta), fmpq(0)) for h, theta in pieces), fmpq(0))
+    loss = data / (2 * n) + arb(eps * reg / 2)
+    out = [[g + arb(eps * h * v) for g, v in zip(grads[j], theta, strict=True)]
+           for j, (h, theta) in enumerate(pieces)]  # fmt: skip
+    return loss, out

@@ -1,0 +1,82 @@
+"""Certificates of kinds ``gradient`` v1 and ``training`` v1 (proofs/format.md section 10).
+
+The claims are the replay of :func:`certified.checker.sensitivity.replay_sensitivities` (the
+checker's own computation, public) at the certificate's precision, so the checker accepts them
+by construction; the hints are the producer's steps and a priori boxes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from certified.certificates.flow import exact_number
+
+__all__ = ["gradient_certificate", "gradient_instance", "training_certificate"]
+
+
+def _pair(lo_hi) -> list[str]:
+    return [exact_number(lo_hi[0]), exact_number(lo_hi[1])]
+
+
+def gradient_instance(result) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The (instance, hints) of a :class:`~certified.training.GradientEnclosure`.
+
+    Guarantee: exact (the problem and the steps as computed)."""
+    problem, h = result.problem, result.hints
+    instance = {
+        "field": problem.field.to_json(),
+        "pieces": [
+            {
+                "duration": exact_number(p.duration),
+                "parameters": [exact_number(v) for v in p.values],
+            }
+            for p in problem.pieces
+        ],
+        "points": [[exact_number(v) for v in row] for row in result.points.tolist()],
+        "targets": [[exact_number(v) for v in row] for row in result.targets.tolist()],
+        "eps": exact_number(result.eps),
+        "time": exact_number(problem.total_time),
+    }
+    hints = {
+        "method": "taylor-lohner-c1",
+        "order": h["order"],
+        "jacobian_order": h["jacobian_order"],
+        "precision": h["precision"],
+        "steps": [[exact_number(s) for s in steps] for steps in h["steps"]],
+        "boxes": [
+            [[[_pair(ab) for ab in row] for row in B] for B in per_piece]
+            for per_piece in h["boxes"]
+        ],
+    }
+    return instance, hints
+
+
+def gradient_certificate(result) -> dict[str, Any]:
+    """A ``gradient`` v1 certificate of a :class:`~certified.training.GradientEnclosure`.
+
+    Guarantee: none (the checker decides)."""
+    instance, hints = gradient_instance(result)
+    claim = {
+        "loss": _pair(result.loss),
+        "gradient": [[_pair(g) for g in row] for row in result.gradient],
+    }
+    return {"kind": "gradient", "version": 1, "instance": instance, "claim": claim, "hints": hints}
+
+
+def training_certificate(trace) -> dict[str, Any]:
+    """A ``training`` v1 certificate of a :class:`~certified.training.DescentTrace`.
+
+    Guarantee: none (the checker decides)."""
+    pairs = [gradient_instance(r) for r in trace.results]
+    return {
+        "kind": "training",
+        "version": 1,
+        "instance": {"lr": exact_number(trace.lr), "iterates": [i for i, _ in pairs]},
+        "claim": {
+            "losses": [_pair(r.loss) for r in trace.results],
+            "gradient_norms": [
+                [exact_number(r.norm_lower()), exact_number(r.norm_upper())] for r in trace.results
+            ],
+        },
+        "hints": [h for _, h in pairs],
+    }
