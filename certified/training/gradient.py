@@ -112,9 +112,10 @@ def _problem(model: Any):
     from certified.models import Schedule
 
     if isinstance(model, Schedule) and model.activation.is_piecewise_linear:
-        from certified.training.relu import relu_problem
-
-        return relu_problem
+        raise NotDifferentiableError(
+            f"activation: {model.activation.value} gradients are not certified yet (the "
+            "activation pattern is not certified along the flow): use tanh or sigmoid"
+        )
     if not isinstance(model, (Schedule, PiecewiseField)):
         raise InputError(
             f"model: expected a Schedule or a PiecewiseField, got {type(model).__name__}"
@@ -139,8 +140,8 @@ def default_policy(prec: int, order: int | None = None, max_step: Any = None):
     the widths), and the step tolerance, by precision (tightness and cost only)."""
     from certified.flow.options import StepPolicy
 
-    K = order if order is not None else (16 if prec == 53 else max(20, -(-prec // 5)))
-    tol = 2.0**-52 if prec == 53 else 2.0 ** -min(prec, 1000)
+    K = order if order is not None else (12 if prec == 53 else max(16, prec // 6))
+    tol = 2.0**-52 if prec == 53 else 2.0 ** -min(prec - 40, 1000)  # C^1 widths dominate
     return StepPolicy(order=K, jacobian_order=K, max_step=max_step, tolerance=tol)
 
 
