@@ -161,6 +161,17 @@ COMMANDS: tuple[CommandRecord, ...] = (
         demo="certified.cube.command:demo_check",
     ),
     CommandRecord(
+        "gradient",
+        "certified enclosures of a neural-ODE loss and its parameter gradient, with a certificate",
+        "certified.training.command",
+        description="J = (1/N) sum_i |x_i(T) - y_i|^2 / 2 + (eps/2) sum_l h_l |theta_l|^2 for a "
+        "tanh / sigmoid schedule, and dJ/d(W, A, b) of every piece, from the forward C^1 "
+        "enclosure in the parameters and the discrete adjoint (proofs/training.md). Exit 0 "
+        "written, 1 refused by the checker, 2 bad input (nothing written).",
+        demo="certified.training.command:demo_check",
+        bench=(("gradient", "certified.training.bench:bench_gradient"),),
+    ),
+    CommandRecord(
         "sweep",
         "campaigns of theorem instances on Dask: a table and a certificate per instance",
         "certified.sweep.command",
