@@ -172,6 +172,14 @@ COMMANDS: tuple[CommandRecord, ...] = (
         bench=(("gradient", "certified.training.bench:bench_gradient"),),
     ),
     CommandRecord(
+        "conservation",
+        "certified counts of conservation laws of gradient flows (exact ranks)",
+        "certified.training.conservation_command",
+        description="Lower bound: known or given polynomial laws, each proved conserved "
+        "exactly, of exact rank at theta_0; upper bound: D minus the exact rank of Lie brackets "
+        "of the grad phi_k at theta_0. Exit 0 COMPLETE (bounds meet), 1 gap, 2 bad input.",
+    ),
+    CommandRecord(
         "sweep",
         "campaigns of theorem instances on Dask: a table and a certificate per instance",
         "certified.sweep.command",
