@@ -74,7 +74,7 @@ def replay_gradient(instance: Any, hints: Any, budget: list[int]) -> tuple:
         except ReplayError as exc:
             raise Rejected(f"hints: {exc}") from None
         loss, grads = loss_and_gradient(finals, mats, targets, pieces, eps)
-    return loss, grads, (n, len(pieces), total, K)
+    return loss, grads, (n, len(pieces), total, prec)
 
 
 def _pair(value: Any, where: str) -> tuple:
@@ -98,14 +98,16 @@ def check_gradient_v1(instance: Any, claim: Any, hints: Any) -> str:
     return f"rule taylor-lohner-c1: loss and gradient, {n} points, {L} pieces, {total} steps"
 
 
-def _norm_bounds(grads: list) -> tuple[flint.arb, flint.arb]:
-    """Lower and upper bounds (arb, exact ends) on the 2-norm of the gradient enclosure."""
-    up, lo = flint.arb(0), flint.arb(0)
-    for g in itertools.chain.from_iterable(grads):
-        up += flint.arb(abs(g).upper()) ** 2
-        if g > 0 or g < 0:
-            lo += flint.arb(abs(g).lower()) ** 2
-    return lo.sqrt(), up.sqrt()
+def _norm_within(grads: list, nlo: flint.fmpq, nhi: flint.fmpq) -> bool:
+    """nlo <= |g| <= nhi for every g in the gradient enclosure (squares compared in arb at a
+    precision that decides them: undecided is False)."""
+    with flint.ctx.workprec(4 * flint.ctx.prec + 64):
+        ups = [flint.arb(abs(g).upper()) for g in itertools.chain.from_iterable(grads)]
+        los = [flint.arb(abs(g).lower()) for g in itertools.chain.from_iterable(grads)
+               if g > 0 or g < 0]  # fmt: skip
+        up = sum((u * u for u in ups), flint.arb(0))
+        lo = sum((u * u for u in los), flint.arb(0))
+        return bool(flint.arb(nhi) ** 2 >= up) and bool(flint.arb(nlo) ** 2 <= lo)
 
 
 def check_training_v1(instance: Any, claim: Any, hints: Any) -> str:
@@ -120,7 +122,7 @@ def check_training_v1(instance: Any, claim: Any, hints: Any) -> str:
     steps = array(hints, "hints", len(iterates))
     budget, prev = [MAX_TAYLOR_OPS], None
     for k, (inst, h) in enumerate(zip(iterates, steps, strict=True)):
-        loss, grads, _ = replay_gradient(inst, h, budget)
+        loss, grads, (_, _, _, prec) = replay_gradient(inst, h, budget)
         same = ("field", "points", "targets", "eps", "time")
         if k and any(inst[key] != iterates[0][key] for key in same):
             raise Rejected(
@@ -130,8 +132,9 @@ def check_training_v1(instance: Any, claim: Any, hints: Any) -> str:
         lo_hi = _pair(losses[k], f"claim.losses[{k}]")
         _within(lo_hi, loss, f"claim.losses[{k}]")
         nlo, nhi = _pair(norms[k], f"claim.gradient_norms[{k}]")
-        glo, ghi = _norm_bounds(grads)
-        if not (flint.arb(nlo) <= glo and ghi <= flint.arb(nhi)):
+        with flint.ctx.workprec(prec):
+            ok = _norm_within(grads, nlo, nhi)
+        if not ok:
             raise Rejected(f"claim.gradient_norms[{k}]: misses the replayed bounds")
         if prev is not None and not lo_hi[1] < prev:
             raise Rejected(f"claim.losses[{k}]: its upper end is not below the previous lower end")
