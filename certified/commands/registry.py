@@ -172,12 +172,32 @@ COMMANDS: tuple[CommandRecord, ...] = (
         bench=(("gradient", "certified.training.bench:bench_gradient"),),
     ),
     CommandRecord(
+        "train",
+        "certified gradient descent: every step a certified decrease of the loss, with a trace",
+        "certified.training.train_command",
+        description="theta_{k+1} = theta_k - lr mid(grad J(theta_k)), kept only when the upper "
+        "bound of J(theta_{k+1}) is below the lower bound of J(theta_k); the trace is a "
+        "training certificate. Exit 0 written, 1 --stationary not met or refused, 2 bad input.",
+    ),
+    CommandRecord(
         "conservation",
         "certified counts of conservation laws of gradient flows (exact ranks)",
         "certified.training.conservation_command",
         description="Lower bound: known or given polynomial laws, each proved conserved "
         "exactly, of exact rank at theta_0; upper bound: D minus the exact rank of Lie brackets "
         "of the grad phi_k at theta_0. Exit 0 COMPLETE (bounds meet), 1 gap, 2 bad input.",
+    ),
+    CommandRecord(
+        "transformer",
+        "transformers as flow maps on the sphere: certified token flows and clustering verdicts",
+        "certified.transformers.command",
+        description="certified transformer flow --instance F --out CERT: the certified flow of "
+        "the tokens (attention dynamics, rule taylor-lohner); certified transformer cluster "
+        "--instance F --eps E --out CERT: the hemisphere theorem's instance check (V = I, "
+        "B = beta I). Exit 0 verified, 1 refuted or undecided, 2 bad input (nothing written). "
+        "See proofs/transformers.md.",
+        demo="certified.transformers.command:demo_check",
+        bench=(("transformer", "certified.transformers.bench:bench_transformer"),),
     ),
     CommandRecord(
         "sweep",
