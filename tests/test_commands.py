@@ -63,6 +63,7 @@ def test_demo_steps_and_bench_suites_resolve():
     assert set(suites) == {
         "arith",
         "flow",
+        "gradient",
         "interpolation",
         "sinkhorn",
         "sweep",
