@@ -23,6 +23,13 @@ def gradient_instance(result) -> tuple[dict[str, Any], dict[str, Any]]:
 
     Guarantee: exact (the problem and the steps as computed)."""
     problem, h = result.problem, result.hints
+    if "relu_patterns" in h:
+        from certified.errors import InputError
+
+        raise InputError(
+            "certificate: no checker rule certifies ReLU activation patterns yet; the ReLU "
+            "gradient is computed (and its pattern certified) but cannot be written"
+        )
     instance = {
         "field": problem.field.to_json(),
         "pieces": [

@@ -4,7 +4,9 @@
 every piece's (W, A, b), written as a ``gradient`` certificate re-checked by the checker first.
 
 Exit 0 with the certificate written; 1 when the checker refused it (nothing written); 2 on bad
-input (targets of the wrong shape, eps < 0, a ReLU schedule, a flow that cannot be enclosed).
+input (targets of the wrong shape, eps < 0, a flow that cannot be enclosed, a ReLU schedule
+whose activation pattern cannot be certified: NOT_DIFFERENTIABLE with piece, point and neuron).
+ReLU gradients are printed (and in ``--json``) but not written: no checker rule covers them.
 """
 
 from __future__ import annotations
@@ -74,9 +76,18 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     schedule, X, Y = read_problem(args)
     result = certified_gradient(schedule, X, Y, eps=args.eps, prec=args.prec)
-    path, check = write_if_accepted(Path(args.out), gradient_certificate(result))
+    if "relu_patterns" in result.hints:  # computed and certified, but no checker rule
+        path, message = (
+            None,
+            (
+                "ReLU: the activation pattern and the enclosures are certified, but no checker "
+                "rule covers ReLU gradients yet: nothing written"
+            ),
+        )
+    else:
+        path, check = write_if_accepted(Path(args.out), gradient_certificate(result))
+        message = "" if check.verified else f"the checker did not accept: {check.reason}"
     outcome = Outcome.VERIFIED if path is not None else Outcome.UNDECIDED
-    message = "" if check.verified else f"the checker did not accept: {check.reason}"
     seconds = time.perf_counter() - t0
     if args.json:
         print_json(

@@ -114,10 +114,12 @@ def _problem(model: Any):
     from certified.models import Schedule
 
     if isinstance(model, Schedule) and model.activation.is_piecewise_linear:
-        raise NotDifferentiableError(
-            f"activation: {model.activation.value} gradients are not certified yet (the "
-            "activation pattern is not certified along the flow): use tanh or sigmoid"
-        )
+        if model.activation.value != "relu":
+            raise NotDifferentiableError(
+                f"activation: {model.activation.value} gradients are not certified (relu, tanh "
+                "and sigmoid are)"
+            )
+        return model
     if not isinstance(model, (Schedule, PiecewiseField)):
         raise InputError(
             f"model: expected a Schedule or a PiecewiseField, got {type(model).__name__}"
@@ -179,6 +181,7 @@ def certified_gradient(
     """
     from certified.checker.sensitivity import loss_and_gradient, replay_sensitivities
     from certified.checker.taylor import ReplayError
+    from certified.fields import PiecewiseField
     from certified.flow.options import SaveAt, initial_set
     from certified.flow.result import FlowStatus
     from certified.flow.taylor.lohner import lohner_flow
@@ -191,6 +194,17 @@ def certified_gradient(
     d = problem.dimension
     X = _exact_rows(points, "points", d)
     Y = _exact_rows(targets, "targets", d, X.shape[0])
+    if problem is model and not isinstance(model, PiecewiseField):  # a ReLU schedule
+        from certified.training.relu import relu_gradient
+
+        loss, grads, names, affine, patterns = relu_gradient(
+            model, X, Y, eps, prec, order, max_step
+        )
+        with precision(prec):
+            out_loss, out_grad = _ends(loss), [[_ends(g) for g in row] for row in grads]
+        return GradientEnclosure(
+            out_loss, out_grad, names, affine, X, Y, eps, {"relu_patterns": patterns}
+        )
     policy = default_policy(prec, order, max_step)
     res = lohner_flow(problem, initial_set(X, d), SaveAt(), policy, prec)
     if res.status is not FlowStatus.SUCCESS:

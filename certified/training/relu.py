@@ -1,0 +1,145 @@
+"""Certified gradients of ReLU neural-ODE losses where the activation pattern is certified.
+
+On a piece where neuron j keeps a strict sign along the trajectory of point i, the ReLU field
+``W relu(A x + b)`` coincides near that trajectory with the affine field ``W' (A x + b)``,
+``W' = W diag(s)`` (s_j = 1 active, 0 inactive). The pattern is guessed from a float
+simulation (heuristic), then certified: the masked field's flow is enclosed step by step and
+every neuron's ``A_j B + b_j`` has its strict sign over every a priori box B (exact rational
+interval arithmetic), so the masked trajectory solves the ReLU equation and, the signs being
+strict on a compact set, so do nearby ones: the flow is differentiable there and its
+derivatives are the masked field's, with ``dx/dW_{:j} = s_j dx/dW'_{:j}`` (and the A-, b-
+derivatives of an inactive neuron vanish automatically since ``W'_{:j} = 0``). Where a sign
+cannot be certified the loss may meet a kink: :class:`NotDifferentiableError` names the piece,
+the point and the neuron (proofs/training.md#relu).
+"""
+
+from __future__ import annotations
+
+import flint
+import numpy as np
+
+from certified.arith.ball import precision
+from certified.errors import InputError
+
+__all__ = ["relu_gradient"]
+
+
+def _affine_field(d: int, p: int):
+    from certified.fields import field, total
+
+    names = [f"W[{i}][{j}]" for i in range(d) for j in range(p)]
+    names += [f"A[{j}][{i}]" for j in range(p) for i in range(d)] + [f"b[{j}]" for j in range(p)]
+
+    def rhs(x, q):
+        par = q.__getattr__
+        z = [total([par(f"A[{j}][{i}]") * x[i] for i in range(d)] + [par(f"b[{j}]")])
+             for j in range(p)]  # fmt: skip
+        return [total([par(f"W[{i}][{j}]") * z[j] for j in range(p)]) for i in range(d)]
+
+    return field(d, rhs, parameters=names, name="affine")
+
+
+def _guess_patterns(schedule, x0: np.ndarray, substeps: int = 64) -> list[np.ndarray]:
+    """Float simulation (RK4) of one point: the activation pattern at the middle of each piece
+    (heuristic: certified afterwards)."""
+    x, out = x0.astype(float), []
+    for piece in schedule.pieces:
+        W, A, b = piece.W_float, piece.A_float, piece.b_float
+        h = float(piece.duration) / substeps
+
+        def f(y, W=W, A=A, b=b):
+            return W @ np.maximum(A @ y + b, 0)
+
+        pattern = None
+        for s in range(substeps):
+            k1 = f(x)
+            k2 = f(x + h / 2 * k1)
+            k3 = f(x + h / 2 * k2)
+            x = x + h / 6 * (k1 + 2 * k2 + 2 * k3 + f(x + h * k3))
+            if s == substeps // 2:
+                pattern = (A @ x + b) > 0
+        out.append(pattern)
+    return out
+
+
+def _sign_certified(A, b, box, active: bool):
+    """``A_j . B + b_j`` strictly positive (active) or negative over the exact box."""
+    lo = hi = b
+    for a, (xl, xh) in zip(A, box, strict=True):
+        lo += min(a * xl, a * xh)
+        hi += max(a * xl, a * xh)
+    return lo > 0 if active else hi < 0
+
+
+def relu_gradient(schedule, X, Y, eps, prec: int, order, max_step):
+    """(loss ball, gradient balls per piece, the replay's data) for a ReLU schedule, by
+    certified activation patterns; raises NotDifferentiableError where a sign is uncertain.
+
+    Guarantee: encloses J and its gradient (proofs/training.md#relu)."""
+    from certified.checker.sensitivity import loss_and_gradient, replay_sensitivities
+    from certified.checker.taylor import ReplayError
+    from certified.flow.options import SaveAt, initial_set
+    from certified.flow.result import FlowStatus
+    from certified.flow.taylor.lohner import lohner_flow
+    from certified.training.gradient import NotDifferentiableError, _exact_boxes, default_policy
+
+    if schedule.activation.value != "relu":
+        raise InputError(f"activation: {schedule.activation.value} gradients are not certified")
+    d, p = schedule.dimension, schedule.width
+    f = _affine_field(d, p)
+    names = f.parameters
+    policy = default_policy(prec, order, max_step)
+    thetas = []
+    for piece in schedule.pieces:
+        W = np.zeros((d, p), dtype=object)
+        A = np.zeros((p, d), dtype=object)
+        bb = np.zeros(p, dtype=object)
+        q = piece.width
+        W[:, :q], A[:q], bb[:q] = piece.W, piece.A, piece.b
+        W[W == 0], A[A == 0], bb[bb == 0] = flint.fmpq(0), flint.fmpq(0), flint.fmpq(0)
+        thetas.append((W, A, bb))
+    finals, mats, hints = [], [], []
+    for i in range(X.shape[0]):
+        patterns = _guess_patterns(schedule, np.array([float(v) for v in X[i]]))
+        pieces = []
+        for piece, (W, A, bb), s in zip(schedule.pieces, thetas, patterns, strict=True):
+            Wm = W * np.array([flint.fmpq(int(v)) for v in s], dtype=object)[None, :]
+            pieces.append((piece.duration, [*Wm.ravel(), *A.ravel(), *bb]))
+        problem = f.on(*pieces)
+        res = lohner_flow(problem, initial_set(X[i : i + 1], d), SaveAt(), policy, prec)
+        if res.status is not FlowStatus.SUCCESS:
+            raise InputError(f"point {i}: the flow cannot be enclosed: {res.message}")
+        steps, boxes = res.hints["steps"], _exact_boxes(res.hints["boxes"])
+        for j, (per_piece, (_, A, bb), s) in enumerate(zip(boxes, thetas, patterns, strict=True)):
+            for box in per_piece:
+                for k in range(p):
+                    if not _sign_certified(A[k], bb[k], box[0], bool(s[k])):
+                        raise NotDifferentiableError(
+                            f"piece {j}, point {i}, neuron {k}: the sign of A_k x + b_k is not "
+                            "certified along the flow (a kink may be met): NOT_DIFFERENTIABLE"
+                        )
+        with precision(prec):
+            balls = [(t, [flint.arb(v) for v in vals]) for t, vals in pieces]
+            try:
+                fin, ms = replay_sensitivities(
+                    f.expression, balls, X[i : i + 1].tolist(), steps, boxes,
+                    res.hints["order"], policy.jacobian_order,
+                )  # fmt: skip
+            except ReplayError as exc:
+                raise InputError(f"point {i}: the sensitivity replay failed ({exc})") from None
+        for j, s in enumerate(patterns):  # d x / d W_{:k} = s_k d x / d W'_{:k}
+            S = ms[0][j][1]
+            for k in range(p):
+                if not s[k]:
+                    for r in range(d):
+                        col = names.index(f"W[{r}][{k}]")
+                        for row in range(d):
+                            S[row, col] = 0
+        finals += fin
+        mats += ms
+        hints.append((patterns, steps))
+    exact = [(piece.duration, [*W.ravel(), *A.ravel(), *bb])
+             for piece, (W, A, bb) in zip(schedule.pieces, thetas, strict=True)]  # fmt: skip
+    with precision(prec):
+        loss, grads = loss_and_gradient(finals, mats, Y.tolist(), exact, eps)
+    return loss, grads, names, f.on(*exact), hints
