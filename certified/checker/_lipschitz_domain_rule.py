@@ -85,10 +85,13 @@ def _structural(A: Any, X: list, R: Any, nA: Any, nV: Any) -> Any:
     one = flint.arb(1)  # 0 <= P_ij <= 1 (a non-finite ball: exp overflowed)
     p = [[one.min(x.abs_upper()) if x.is_finite() else one for x in row] for row in P]
     cols = top([sum(p[i][j] for i in range(n)) for j in range(n)])  # ‖P‖_∞ = 1 (row sums)
-    rows = top([mu[i] * sum(p[i][t] * e[t] for t in range(n)).min(top(e)) for i in range(n)])
+    c = (top(rho) ** 2).min(sum(x * x for x in s) / 4)  # >= tr Cov_i >= ‖Cov_i‖₂
+    w = top(e).min(c.sqrt())  # Σ_l P_il |x_l − m_i| <= (tr Cov_i)^½ (Cauchy–Schwarz)
+    rows = top([mu[i] * sum(p[i][t] * e[t] for t in range(n)).min(w) for i in range(n)])
     ncol = top([e[t] * sum(mu[i] * p[i][t] for i in range(n)) for t in range(n)])
-    c = (top(rho) ** 2).min(sum(x * x for x in s) / 4)
-    return nV * (cols.sqrt() + (rows * ncol).sqrt() + nA * c)
+    m2 = (rows * ncol).sqrt().min(top(mu) * (c * cols).sqrt())  # three bounds on ‖M₂‖₂
+    m2 = m2.min((sum(x * x for x in mu) * c * top([top(r) for r in p])).sqrt())
+    return nV * (cols.sqrt() + m2 + nA * c)
 
 
 def _dropped(box: list, R2: Any, n: int, d: int) -> bool:

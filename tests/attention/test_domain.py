@@ -225,9 +225,9 @@ def test_false_variant_is_never_verified(data):
 
 @pytest.fixture(scope="module")
 def certificate():
-    # factor 3/4: the root's structural bound does not close, so the subdivision keeps leaves
+    # factor 1/2: the root's structural bound does not close, so the subdivision keeps leaves
     # of all three kinds ({"structure": b}, [bm, br], numbers or drops)
-    v = decide_on_domain(BASE, "H2", 2, factor=Q(3, 4), max_cells=20_000, seconds=60)
+    v = decide_on_domain(BASE, "H2", 2, factor=Q(1, 2), max_cells=20_000, seconds=60)
     assert v.verdict == "VERIFIED" and check_certificate(v.certificate).verified
     kinds = {type(b).__name__ for b in v.certificate["hints"]["bounds"]}
     assert {"dict", "list"} <= kinds and "upper" in v.certificate["hints"]
@@ -395,9 +395,9 @@ def test_bad_input_is_rejected():
 
 
 def test_budget_exhaustion_is_undecided():
-    # H2 itself closes at the root (bounds.md #domain-structure); half its right side does not
+    # H2 itself closes at the root (bounds.md #domain-structure); a fifth of its right side not
     wide = _instance(BASE.Q.tolist(), BASE.K.tolist(), BASE.V.tolist(), 3)
-    v = decide_on_domain(wide, "H2", 4, factor=Q(1, 2), max_cells=30, seconds=30, search=False)
+    v = decide_on_domain(wide, "H2", 4, factor=Q(1, 5), max_cells=30, seconds=30, search=False)
     assert v.verdict == "UNDECIDED" and v.certificate is None and "budget" in v.message
 
 
@@ -505,7 +505,7 @@ def test_root_structural_bound_is_the_closed_form(n, d, R):
         R_ = inst.R
         S = structural_bound(A, _balls([-R_] * (n * d), [R_] * (n * d), n, d, R_), R_, nA, nV)
         a, sq = nA * R_ * R_, flint.arb(n).sqrt()
-        closed = nV * (sq + a * (2 * sq + 1))
+        closed = nV * (sq * (1 + a) + a)  # ‖V‖(√n(1 + a) + a) <= ‖V‖(√n + a(2√n + 1))
     assert endpoints(S)[1] <= endpoints(closed)[1] * (1 + Q(1, 2**40))
     with mp.workdps(60):
         assert _mpq(endpoints(closed)[1]) < _ref_rhs(inst, n)

@@ -276,10 +276,10 @@ def test_domain_check_h2_small_r_and_reference():
         s = np.linalg.norm(float_jacobian(A, inst.V.astype(float), X), 2)
         assert s <= float(v.lhs_upper)
     wide = parse_attention_instance({**SMALL_R, "R": 3, "X": [[0, 0]]})
-    # H2 closes at the root at any R (bounds.md #domain-structure); 3/5 of its right side,
+    # H2 closes at the root at any R (bounds.md #domain-structure); 1/5 of its right side,
     # still above the sup found, does not within 30 cells
     assert check_on_domain(wide, "H2", 4, max_cells=30).verdict == "VERIFIED"
-    assert check_on_domain(wide, "H2", 4, factor="3/5", max_cells=30).verdict == "UNDECIDED"
+    assert check_on_domain(wide, "H2", 4, factor="1/5", max_cells=30).verdict == "UNDECIDED"
     with pytest.raises(InputError):
         check_on_domain(wide, "H2", 0)
 
