@@ -50,7 +50,7 @@ def test_checker_sources_import_only_stdlib_flint_and_themselves():
 # raises the ceiling by no more than its own lines: one entry per rule (its module, and the
 # lines it adds elsewhere in the checker, e.g. its KINDS entry), so that growth is explicit.
 RULE_ALLOWANCES: dict[str, int] = {
-    "_lipschitz_domain_rule.py": 235,  # issue 15: H1/H2 over (B_R)^n, subdivision and the
+    "_lipschitz_domain_rule.py": 238,  # issue 15: H1/H2 over (B_R)^n, subdivision and the
     # structural leaf bound {"structure": b} with hints.upper (+2 __init__)
     "_cube_rule.py": 94,  # issue 14: theorem F transport-to-cube (+9 replay_phases, +2 __init__)
     "_entropic_rule.py": 129,  # issue 14: entropic OT and Sinkhorn divergence (+2 __init__)
