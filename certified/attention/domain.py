@@ -4,9 +4,10 @@ Both hypotheses bound ``sup_{X ∈ (B_R)^n} ‖Df(X)‖₂`` (= Lip(f) there: th
 The box ``[−R, R]^{nd}`` is split at midpoints, always the worst open cell first, along its
 widest coordinate. A cell is dropped when it misses (B_R)^n or the fundamental domain of the
 symmetries of ``‖Df‖₂`` (token permutations and ``X ↦ −X``; exact tests, bounds.md
-#domain-symmetry); otherwise its ball Jacobian in the tight softmax form (bounds.md
-#domain-jacobian) gets a certified spectral bound (positive definiteness of ``b² I − JᵀJ``,
-bounds.md #spectral-upper). Verdicts:
+#domain-symmetry); otherwise it is closed by the structural bound ``‖V‖(‖P‖ + ‖M₂‖ + ‖A‖c)``
+(bounds.md #domain-structure; at the root it is below H2's right side for every instance), or
+its ball Jacobian in the tight softmax form (#domain-jacobian) gets a certified spectral bound
+(positive definiteness of ``b² I − JᵀJ``, #spectral-upper). Verdicts:
 
 * VERIFIED: every kept leaf has a bound ``≤`` a certified lower bound on ``factor · RHS``: the
   hypothesis (``factor = 1``) holds for these Q, K, V, R, n. Certificate kind
