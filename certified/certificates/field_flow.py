@@ -16,7 +16,7 @@ from flint import arb
 from certified.arith.ball import precision as working_precision
 from certified.arith.exact import fmpq_to_float, to_fmpq
 from certified.certificates.flow import FORMAT_VERSION, exact_number
-from certified.checker.lohner import MAX_TAYLOR_OPS, replay_cost, replay_flow
+from certified.checker.lohner import MAX_TAYLOR_OPS, replay_cost, replay_flow, supported
 from certified.checker.taylor import ReplayError
 from certified.fields.field import PiecewiseField
 from certified.flow.options import InitialSets
@@ -86,7 +86,10 @@ def field_flow_certificate(
             )
         boxes.append(per_piece)
     total = sum(len(s) for s in h["steps"])
-    cost = replay_cost(field, len(starts), total, h["order"], h["jacobian_order"], prec)
+    orders = h.get("jacobian_orders")
+    mean = sum(map(sum, orders)) / max(1, total) if orders else h["jacobian_order"]
+    arithmetic = "float64" if prec == 53 and supported(field) else "arb"
+    cost = replay_cost(field, len(starts), total, h["order"], mean, prec, arithmetic)
     if cost > MAX_TAYLOR_OPS:  # refuse now rather than replay for minutes and be refused
         raise FieldCertificateError(
             f"the certificate's replay would cost about {cost:.2g} operations, over the "
@@ -97,7 +100,16 @@ def field_flow_certificate(
         pieces = [(p.duration, [arb(v) for v in p.values]) for p in problem.pieces]
         try:
             out = replay_flow(
-                field, pieces, starts, h["steps"], boxes, h["order"], h["jacobian_order"], times
+                field,
+                pieces,
+                starts,
+                h["steps"],
+                boxes,
+                h["order"],
+                h["jacobian_order"],
+                times,
+                orders,
+                arithmetic,
             )
         except ReplayError as exc:
             raise FieldCertificateError(
@@ -126,6 +138,8 @@ def field_flow_certificate(
             "jacobian_order": h["jacobian_order"],
             "precision": prec,
             "steps": [[exact_number(s) for s in steps] for steps in h["steps"]],
+            **({"jacobian_orders": orders} if orders else {}),
+            **({"arithmetic": arithmetic} if arithmetic != "arb" else {}),
             "boxes": [[_box_hint(B) for B in bs] for bs in h["boxes"]],
         },
     }

@@ -15,8 +15,10 @@ import flint
 
 from . import _parse
 from ._parse import Rejected, array, box_rows, exact, exact_row, fields, positive, small_integer
-from .lohner import MAX_TAYLOR_OPS, replay_cost, replay_flow
+from .lohner import MAX_TAYLOR_OPS, SUPPORTED, replay_cost, replay_flow, supported
 from .taylor import ReplayError, parse_field
+
+ARITHMETIC = ("arb", "float64")  # hints.arithmetic: how the replay computes (default arb)
 
 
 def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
@@ -47,7 +49,9 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
         raise Rejected("claim.times: must increase strictly and end at instance.time")
     raw_claimed = array(claim["enclosures"], "claim.enclosures", len(times))
     claimed = [box_rows(e, f"claim.enclosures[{k}]", n, d) for k, e in enumerate(raw_claimed)]
-    fields(hints, "hints", ("method", "order", "jacobian_order", "precision", "steps", "boxes"))
+    keys = ("method", "order", "jacobian_order", "precision", "steps", "boxes")
+    optional = tuple(k for k in ("jacobian_orders", "arithmetic") if k in hints)
+    fields(hints, "hints", keys + optional)
     _parse.string(hints["method"], "hints.method", ("taylor-lohner",))
     K = small_integer(hints["order"], "hints.order", 2, 60)
     m = small_integer(hints["jacobian_order"], "hints.jacobian_order", 1, K)
@@ -55,9 +59,21 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
     raw_steps = array(hints["steps"], "hints.steps", len(pieces))
     steps = [_parse.vector(s, f"hints.steps[{j}]") for j, s in enumerate(raw_steps)]
     total = sum(len(s) for s in steps)
-    # per set and step: order-K series over every node (twice), order-m duals (d+1 parts, three
+    orders = [[m] * len(s) for s in steps]  # per step: the variational order (at most m)
+    if "jacobian_orders" in hints:
+        raw = array(hints["jacobian_orders"], "hints.jacobian_orders", len(pieces))
+        for j, per_piece in enumerate(raw):
+            at = f"hints.jacobian_orders[{j}]"
+            orders[j] = [small_integer(q, f"{at}[{s}]", 1, m)
+                         for s, q in enumerate(array(per_piece, at, len(steps[j])))]  # fmt: skip
+    mean = sum(map(sum, orders)) / max(1, total)
+    arithmetic = _parse.string(hints.get("arithmetic", "arb"), "hints.arithmetic", ARITHMETIC)
+    if arithmetic == "float64" and (prec != 53 or not supported(field)):
+        raise Rejected("hints.arithmetic: float64 needs precision 53 and a field of the "
+                       f"operations {', '.join(SUPPORTED)}")  # fmt: skip
+    # per step: order-K series over every node (twice), order-m duals (d+1 parts, three
     # times), the d x d Lohner algebra; precision scales the word operations
-    if replay_cost(field, n, total, K, m, prec) > MAX_TAYLOR_OPS:
+    if replay_cost(field, n, total, K, mean, prec, arithmetic) > MAX_TAYLOR_OPS:
         raise Rejected(f"resource limit: the replay needs more than {MAX_TAYLOR_OPS} operations")
     boxes = []  # per piece, step and set: the a priori box
     for j, per_piece in enumerate(array(hints["boxes"], "hints.boxes", len(pieces))):
@@ -66,7 +82,7 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
     with flint.ctx.workprec(prec):
         balls = [(t, [flint.arb(v) for v in values]) for t, values in pieces]
         try:
-            out = replay_flow(field, balls, starts, steps, boxes, K, m, times)
+            out = replay_flow(field, balls, starts, steps, boxes, K, m, times, orders, arithmetic)
         except ReplayError as exc:
             raise Rejected(f"hints: {exc}") from None
         for k, i, q in itertools.product(range(len(out)), range(n), range(d)):

@@ -8,15 +8,26 @@ variational polynomial plus ``V_m(B, V_B) h^m``, ``V_B = I + [-e, e]``, ``e = ex
 
 from __future__ import annotations
 
+import flint
 from flint import arb, arb_mat, fmpq
 
 from .taylor import ReplayError, field_jets
 
-__all__ = ["MAX_TAYLOR_OPS", "LohnerSet", "lohner_step", "replay_cost", "replay_flow"]
+__all__ = ["MAX_TAYLOR_OPS", "SUPPORTED", "LohnerSet", "lohner_step", "replay_cost", "replay_flow",
+           "supported"]  # fmt: skip
 
 MAX_TAYLOR_OPS = 2 * 10**8  # estimated arb operations of a replay (about a minute)
 
 _ZERO = arb(0)
+
+# the operations with a float64 form (lohner64, jets64: numpy, imported when used)
+SUPPORTED = ("x", "p", "c", "neg", "sqr", "sqrt", "exp", "log", "tanh", "sigmoid", "add", "sub",
+             "mul", "div", "sum")  # fmt: skip
+
+
+def supported(field) -> bool:
+    """Whether every node of the field has a float64 form (``arithmetic="float64"``)."""
+    return all(node[0] in SUPPORTED for node in field.nodes)
 
 
 class LohnerSet:
@@ -106,18 +117,56 @@ def lohner_step(field, params, S: LohnerSet, h: fmpq, box, K: int, m: int) -> Lo
     return LohnerSet(centre, C, (Ci * A) * S.r + Ci * z)
 
 
-def replay_cost(field, n: int, steps: int, K: int, m: int, prec: int) -> int:
-    """Estimated arb operations of ``replay_flow`` (proofs/format.md section 7, cost)."""
+def replay_cost(field, n: int, steps: int, K: int, m: float, prec: int, arithmetic="arb") -> int:
+    """Estimated cost of ``replay_flow`` in arb operations (about 0.1 us each; m: the mean
+    variational order), proofs/format.md section 7, cost."""
     d = field.dimension
-    return n * steps * (field.cost * (K * K + 3 * (d + 1) * m * m) + 20 * d**3) * (1 + prec // 256)
+    if arithmetic == "float64":  # float64 intervals: numpy calls and elements
+        groups, conv = _group_count(field), _conv_nodes(field)
+        calls = 10 * groups * (2 * K + 2 * m + 1) + 15 * min(conv, 4) * (K * K + 2 * m * m)
+        cells = 15 * len(field.nodes) * (2 * K + (d + 1) * (2 * m + 1))
+        cells += 15 * conv * (K * K + (d + 1) * m * m)
+        return int(steps * (100 * calls + n * cells // 10 + 30 * n * d**3))
+    return int(
+        n * steps * (field.cost * (K * K + 3 * (d + 1) * m * m) + 20 * d**3) * (1 + prec // 256)
+    )
 
 
-def replay_flow(field, pieces, starts, steps, boxes, K: int, m: int, times) -> list:
+def _group_count(field) -> int:
+    """An upper bound on the groups of ``jets64.Program``: distinct (depth, operation)."""
+    depth, keys = [], set()
+    for op, *a in field.nodes:
+        depth.append(0 if op in ("x", "p", "c") else 1 + max(depth[j] for j in a))
+        keys.add((depth[-1], op))
+    return 2 * len(keys)
+
+
+def _conv_nodes(field) -> int:
+    """Nodes whose coefficients are convolutions (products of two series, series functions)."""
+    series = ("mul", "div", "sqr", "sqrt", "exp", "log", "tanh", "sigmoid")
+    return sum(1 for i, (op, *_) in enumerate(field.nodes) if not field.const[i] and op in series)
+
+
+def replay_flow(
+    field, pieces, starts, steps, boxes, K: int, m: int, times, orders=None, arithmetic="arb"
+) -> list:
     """Enclosures ``out[k][i]`` (d balls) at ``times[k]`` (ends of steps) of the flow of
     ``field`` with ``pieces`` ((duration, parameter balls)) from the boxes ``starts[i]`` (d
     exact pairs), replaying ``steps[j]`` (lengths summing to the duration of piece j) with a
-    priori ``boxes[j][step][i]``. Raises ReplayError naming the piece, step and set.
-    Guarantee: encloses (proofs/checker_soundness.md#taylor-lohner)."""
+    priori ``boxes[j][step][i]`` and variational order ``orders[j][step]`` (default m), set by
+    set in arb at the current precision, or with ``arithmetic="float64"`` (53 bits, a field
+    whose every operation has a float64 form: :func:`~certified.checker.lohner64.supported`)
+    for all sets at once in float64 intervals (:func:`~certified.checker.lohner64.replay_flow64`).
+    Raises ReplayError naming the piece, step and set.
+    Guarantee: encloses (proofs/checker_soundness.md#taylor-lohner, #float-intervals)."""
+    if orders is None:
+        orders = [[m] * len(s) for s in steps]
+    if arithmetic == "float64":
+        if flint.ctx.prec != 53 or not supported(field):
+            raise ReplayError("float64 arithmetic needs 53 bits and float64 forms of every node")
+        from .lohner64 import replay_flow64  # numpy: only for this arithmetic
+
+        return replay_flow64(field, pieces, starts, steps, boxes, K, orders, times)
     sets = [LohnerSet.box([a for a, _ in s], [b for _, b in s]) for s in starts]
     out, t, pending = [], fmpq(0), list(times)
     for j, (duration, params) in enumerate(pieces):
@@ -126,7 +175,7 @@ def replay_flow(field, pieces, starts, steps, boxes, K: int, m: int, times) -> l
         for s, h in enumerate(steps[j]):
             for i, S in enumerate(sets):
                 try:
-                    sets[i] = lohner_step(field, params, S, h, boxes[j][s][i], K, m)
+                    sets[i] = lohner_step(field, params, S, h, boxes[j][s][i], K, orders[j][s])
                 except ReplayError as exc:
                     raise ReplayError(f"piece {j}, step {s}, set {i}: {exc}") from None
             t += h

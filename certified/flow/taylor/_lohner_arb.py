@@ -31,6 +31,7 @@ class ArbSets:
         self, problem: PiecewiseField, sets: InitialSets, K: int, m: int, prec: int
     ) -> None:
         self.field, self.K, self.m, self.prec = problem.field.expression, K, m, prec
+        self.used_order = m  # the variational order of every step
         with precision(prec):
             self.params = [[arb(v) for v in p.values] for p in problem.pieces]
             self.S = [

@@ -361,6 +361,7 @@ class _FloatSets:
 
     def accept(self) -> Interval:
         self.c, self.C, self.rl, self.rh, B, J, self.allowed, (m, excess), _ = self.pending
+        self.used_order = m
         if self.P is None:
             self.order = _next_order(m, excess, self.m)
         else:  # chain rule: DPhi over the set is in J_k ... J_1
@@ -402,11 +403,11 @@ def lohner_flow(
         state = ArbSets(problem, sets, K, m, prec)
     n, d = sets.c.shape
     saves = save_at.times(problem.total_time)
-    saved, tube_times, steps_hint, boxes_hint = [], [], [], []
+    saved, tube_times, steps_hint, boxes_hint, orders_hint = [], [], [], [], []
     t, count, control = flint.fmpq(0), 0, _StepControl(K, policy.tolerance)
     for j, piece in enumerate(problem.pieces):
         end = t + piece.duration
-        steps_j, boxes_j = [], []
+        steps_j, boxes_j, orders_j = [], [], []
         while t < end:
             h = min([end, *(s for s in saves if s > t)]) - t
             if policy.max_step is not None:
@@ -421,6 +422,7 @@ def lohner_flow(
                 return _failure(saves, n, d, t, np.arange(0), "budget", j, policy.max_steps)
             steps_j.append(h)
             boxes_j.append(B)
+            orders_j.append(state.used_order)
             if save_at.steps:
                 tube_times.append((str(t), str(t + h)))
             t = t + h
@@ -428,6 +430,7 @@ def lohner_flow(
                 saved.append(state.hull())
         steps_hint.append(steps_j)
         boxes_hint.append(boxes_j)
+        orders_hint.append(orders_j)
     enc = Interval(np.stack([s.lo for s, _ in saved]), np.stack([s.hi for s, _ in saved]))
     bounds = None if saved[0][1] is None else np.stack([e for _, e in saved])
     hints = {
@@ -438,6 +441,8 @@ def lohner_flow(
         "steps": steps_hint,
         "boxes": boxes_hint,
     }
+    if any(q != m for qs in orders_hint for q in qs):  # the variational order of each step
+        hints["jacobian_orders"] = orders_hint
     if jacobian:
         hints["jacobian"] = Interval(*state.P)
     if save_at.steps:

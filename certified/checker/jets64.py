@@ -1,0 +1,277 @@
+"""Taylor coefficients of expression fields for many sets at once, in float64 intervals.
+
+The same recurrences as :func:`certified.checker.taylor.field_jets` (proofs/bounds.md#taylor-ad),
+evaluated on :class:`~certified.checker.ivec.Iv` arrays of shape (nodes, sets, 1 + g): every
+operation runs once per *group* of nodes (same depth in the graph, same operation and arity),
+for every set and every dual part at once, so the cost per step is a few thousand numpy calls
+whatever the number of sets. Order-0 values of transcendental operations are evaluated in arb,
+element by element, and rounded outward; everything else is ``+ - * /`` of ``ivec``
+(proofs/checker_soundness.md#float-intervals)."""
+
+from __future__ import annotations
+
+import numpy as np
+from flint import arb
+
+from .ivec import Iv, exp_points, from_arb, from_fmpq, matmul
+from .taylor import ExpressionField, ReplayError
+
+__all__ = ["Program", "jets64"]
+
+
+class Program:
+    """An expression field compiled into groups: (op, const, kind, node indices, argument
+    indices, constant values). A sum of products ``const * var`` whose products serve nothing
+    else is one ``lincomb`` row: a group of rows is one matrix product (``ivec.matmul``)."""
+
+    def __init__(self, field: ExpressionField) -> None:
+        nodes, const = field.nodes, field.const
+        uses = [0] * len(nodes)
+        for op, *a in nodes:
+            if op not in ("x", "p", "c"):
+                for j in a:
+                    uses[j] += 1
+        for o in field.outputs:
+            uses[o] += 1
+        terms, absorbed = {}, set()
+        for i, (op, *a) in enumerate(nodes):
+            if op not in ("sum", "add") or const[i] or len(set(a)) != len(a):
+                continue
+            pairs = []  # (const node, var node); var -1: the constant 1 (an offset)
+            for t in a:
+                top, *ta = nodes[t]
+                if const[t] and op == "sum":
+                    pairs.append((t, -1))
+                    continue
+                if top != "mul" or uses[t] != 1 or const[ta[0]] == const[ta[1]]:
+                    break
+                pairs.append((ta[0], ta[1]) if const[ta[0]] else (ta[1], ta[0]))
+            else:
+                if len({v for _, v in pairs}) == len(pairs):
+                    terms[i] = pairs
+                    absorbed.update(t for t in a if not const[t])
+        self.field, depth, keys = field, [], {}
+        for i, (op, *a) in enumerate(nodes):
+            leaf = op in ("x", "p", "c")
+            depth.append(0 if leaf else 1 + max(depth[j] for j in a))
+            if i in absorbed:
+                continue
+            if i in terms:
+                keys.setdefault((depth[i], "lincomb", 0, False, ()), []).append(i)
+                continue
+            kind = (const[a[0]], const[a[1]]) if op == "mul" else ()
+            key = (depth[i], op, 1 if leaf else len(a), const[i], kind)
+            keys.setdefault(key, []).append(i)
+        self.groups = []
+        for (_, op, _, cst, kind), idx in sorted(keys.items(), key=lambda kv: kv[0][0]):
+            value = None
+            if op == "lincomb":  # args: the columns (var nodes); value: (rows, cols, consts)
+                cols = sorted({v for i in idx for _, v in terms[i]}, key=lambda v: (v < 0, v))
+                at = {v: c for c, v in enumerate(cols)}
+                rc = [(r, at[v], cn) for r, i in enumerate(idx) for cn, v in terms[i]]
+                args = [[v] for v in cols]
+                value = tuple(np.array(col) for col in zip(*rc, strict=True))
+            else:
+                args = [nodes[i][1:] for i in idx]
+                if op == "c":
+                    args = [[0]] * len(idx)
+                    value = from_fmpq([nodes[i][1] for i in idx])
+            self.groups.append((op, cst, kind, np.array(idx), np.array(args, dtype=np.int64),
+                                value))  # fmt: skip
+        self.outputs = np.array(field.outputs)
+        self.size = len(nodes)
+
+
+def _dual_mul(a: Iv, b: Iv) -> Iv:
+    """Products of duals ``[a0 b0, a0 b' + a' b0]`` along the last axis."""
+    out = a[..., :1] * b
+    if out.shape[-1] > 1:
+        out[..., 1:] = out[..., 1:] + a[..., 1:] * b[..., :1]
+    return out
+
+
+def _dual_div(a: Iv, b: Iv) -> Iv:
+    """Quotients of duals ``[a0 / b0, (a' - q b') / b0]`` (b0 excludes 0)."""
+    q = a[..., :1] / b[..., :1]
+    out = Iv(np.empty(a.shape), np.empty(a.shape))
+    out[..., :1] = q
+    if a.shape[-1] > 1:
+        out[..., 1:] = (a[..., 1:] - q * b[..., 1:]) / b[..., :1]
+    return out
+
+
+def _conv(A: Iv, B: Iv, k: int, lo: int = 0, hi: int | None = None, w: bool = False) -> Iv:
+    """sum_{j=lo..hi} A_j B_{k-j} (hi = k; A, B: series along axis 0), each term times j if w;
+    all terms in one product and one sum."""
+    hi = k if hi is None else hi
+    terms = _dual_mul(A[lo : hi + 1], B[k - hi : k - lo + 1][::-1])
+    if w:
+        j = np.arange(lo, hi + 1, dtype=float).reshape((-1,) + (1,) * (terms.lo.ndim - 1))
+        terms = terms.scale(j)
+    return terms.sum(axis=0)
+
+
+def _wconv(A: Iv, B: Iv, k: int) -> Iv:
+    """(1/k) sum_{j=1..k} j A_j B_{k-j}: coefficient k of c with c' = a' b."""
+    return _conv(A, B, k, 1, w=True).divide_int(k)
+
+
+def _monotone(op: str, v: Iv) -> Iv:
+    """op (increasing) over the intervals v: exp, tanh and the sigmoid by
+    :func:`~certified.checker.ivec.exp_points` at the end points, log and sqrt by arb, rounded
+    outward."""
+    if op in ("exp", "tanh", "sigmoid"):
+        one = Iv(np.ones(v.shape), np.ones(v.shape))
+        ends = []
+        for p in (v.lo, v.hi):
+            if op == "exp":
+                ends.append(exp_points(p))
+            elif op == "tanh":  # 1 - 2 / (1 + exp(2p)), within [-1, 1]
+                ends.append(one - Iv(2 * one.lo, 2 * one.hi) / (one + exp_points(2 * p)))
+            else:  # 1 / (1 + exp(-p))
+                ends.append(one / (one + exp_points(-p)))
+        lo, hi = ends[0].lo, ends[1].hi
+        if op != "exp":
+            lo, hi = np.maximum(lo, -1.0 if op == "tanh" else 0.0), np.minimum(hi, 1.0)
+        return Iv(lo, hi)
+    f = {"log": arb.log, "sqrt": arb.sqrt}[op]
+    lo = [f(arb(x)) for x in v.lo.ravel().tolist()]
+    hi = [f(arb(x)) for x in v.hi.ravel().tolist()]
+    return Iv(from_arb(lo).lo.reshape(v.shape), from_arb(hi).hi.reshape(v.shape))
+
+
+def _elementary(op: str, a0: Iv) -> Iv:
+    """The dual op(a0) at order 0 (a0: duals along the last axis)."""
+    y0 = _monotone(op, a0[..., :1])
+    if op == "exp":
+        dy = y0
+    elif op == "log":
+        dy = Iv(np.ones(y0.shape), np.ones(y0.shape)) / a0[..., :1]
+    elif op == "sqrt":
+        dy = Iv(np.ones(y0.shape), np.ones(y0.shape)) / y0.scale(np.float64(2))
+    elif op == "tanh":
+        dy = Iv(np.ones(y0.shape), np.ones(y0.shape)) - y0 * y0
+    else:
+        dy = y0 - y0 * y0
+    out = Iv(np.empty(a0.shape), np.empty(a0.shape))
+    out[..., :1] = y0
+    if a0.shape[-1] > 1:
+        out[..., 1:] = a0[..., 1:] * dy
+    return out
+
+
+def jets64(prog: Program, params: Iv, x0: Iv, seeds: Iv | None, order: int) -> list[Iv]:
+    """Coefficients ``X[k]`` (Iv of shape (sets, d, 1 + g)) for k = 0..order of the solutions
+    through the boxes ``x0`` (sets, d) with dual parts ``D x_k seeds`` (seeds: (sets, d, g)).
+    Raises ReplayError when an operation leaves its domain or overflows.
+    Guarantee: as :func:`certified.checker.taylor.field_jets`, for every set."""
+    n, d = x0.shape
+    g = 0 if seeds is None else seeds.shape[2]
+    X0 = Iv.zeros((n, d, 1 + g))
+    X0[..., 0] = x0
+    if g:
+        X0[..., 1:] = seeds
+    X, H, Z = [X0], Iv.zeros((max(order, 1), prog.size, n, 1 + g)), {}
+    for k in range(order):
+        for gi, (op, const, kind, idx, args, value) in enumerate(prog.groups):
+            if const and k:
+                continue
+            out = _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g)
+            if not out.finite():
+                ok = (np.isfinite(out.lo) & np.isfinite(out.hi)).reshape(len(idx), n, -1)
+                r, i = map(int, np.argwhere(~ok.all(axis=2))[0])
+                raise ReplayError(
+                    f"set {i}: node {int(idx[r])} ({op}) leaves its domain or overflows"
+                )
+            H[k, idx] = out
+        Xk = H[k, prog.outputs]  # (d, n, 1 + g)
+        X.append(Iv(np.swapaxes(Xk.lo, 0, 1), np.swapaxes(Xk.hi, 0, 1)).divide_int(k + 1))
+    return X
+
+
+def _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g) -> Iv:
+    """Coefficient k of the nodes ``idx`` (one group) for every set; H: (order, nodes, sets,
+    1 + g) coefficients so far."""
+    G = len(idx)
+
+    def c(col: int, j: int = k) -> Iv:
+        return H[j, args[:, col]]
+
+    def series(col: int) -> Iv:  # coefficients 0..k of argument col, along axis 0
+        return H[: k + 1, args[:, col]]
+
+    if op == "x":
+        Xk = X[k][:, args[:, 0]]  # (n, G, 1 + g)
+        return Iv(np.swapaxes(Xk.lo, 0, 1), np.swapaxes(Xk.hi, 0, 1))
+    if op in ("p", "c"):
+        v = params[args[:, 0]] if op == "p" else value
+        out = Iv.zeros((G, n, 1 + g))
+        out[:, :, 0] = Iv(np.broadcast_to(v.lo[:, None], (G, n)),
+                          np.broadcast_to(v.hi[:, None], (G, n)))  # fmt: skip
+        return out
+    if op in ("add", "sub", "neg"):
+        out = -c(0) if op == "neg" else c(0)
+        for col in range(1, args.shape[1]):
+            out = out - c(col) if op == "sub" else out + c(col)
+        return out
+    if op == "sum":
+        return H[k][args].sum(axis=1)  # (G, arity, n, 1 + g) summed over the arguments
+    if op == "lincomb":  # rows of sum_t const_t var_t: one matrix product
+        if k == 0:
+            rows, cols, cn = value
+            Mlo, Mhi = np.zeros((G, len(args))), np.zeros((G, len(args)))
+            Mlo[rows, cols], Mhi[rows, cols] = H.lo[0, cn, 0, 0], H.hi[0, cn, 0, 0]
+            Z[gi] = (Mlo, Mhi)
+        V = H[k, args[:, 0]]  # column -1 (the constant 1, if any) is the last: 1, then 0
+        if args[-1, 0] == -1:
+            V.lo[-1] = V.hi[-1] = 0.0
+            V.lo[-1, :, 0] = V.hi[-1, :, 0] = float(k == 0)
+        return matmul(*Z[gi], V)
+    if op == "mul":
+        if kind[0] or kind[1]:
+            cc, vv = (0, 1) if kind[0] else (1, 0)
+            return c(vv) * c(cc, 0)[..., :1]
+        return _conv(series(0), series(1), k)
+    own = H[:k, idx]  # this group's coefficients 0..k-1
+    if op == "div":
+        B = series(1)
+        b0 = B[0][..., 0]
+        zero = (b0.lo <= 0) & (b0.hi >= 0)
+        if k == 0 and bool(zero.any()):
+            r, i = map(int, np.argwhere(zero)[0])
+            raise ReplayError(f"set {i}: node {int(idx[r])} (div): the divisor's ball contains 0")
+        num = c(0) if k == 0 else c(0) - _conv(B, own, k, 1)
+        return _dual_div(num, B[0])
+    A = series(0)
+    if op == "sqr":
+        twice = _conv(A, A, k, 0, (k - 1) // 2).scale(np.float64(2)) if k else None
+        mid = _dual_mul(A[k // 2], A[k // 2]) if k % 2 == 0 else None
+        return mid if twice is None else twice if mid is None else twice + mid
+    if op not in ("exp", "log", "sqrt", "tanh", "sigmoid"):
+        raise ReplayError(f"{op}: not in the float64 replay")
+    if k == 0 and op in ("log", "sqrt") and not bool((A[0].lo[..., 0] > 0).all()):
+        r, i = map(int, np.argwhere(~(A[0].lo[..., 0] > 0))[0])
+        raise ReplayError(f"set {i}: node {int(idx[r])} ({op}): its argument's ball is not > 0")
+    if k == 0:
+        y = _elementary(op, A[0])
+        if op in ("tanh", "sigmoid"):  # y' = a' z with z = 1 - y^2, resp. y - y^2
+            yy = _dual_mul(y, y)
+            one = Iv.zeros(y.shape)
+            one.lo[..., 0] = one.hi[..., 0] = 1.0
+            Z[gi] = Iv.zeros((H.shape[0], *y.shape))
+            Z[gi][0] = one - yy if op == "tanh" else y - yy
+        return y
+    if op == "exp":
+        return _wconv(A, own, k)
+    if op in ("tanh", "sigmoid"):
+        y = _wconv(A, Z[gi], k)
+        C = Iv(np.concatenate([own.lo, y.lo[None]]), np.concatenate([own.hi, y.hi[None]]))
+        cc = _conv(C, C, k)
+        if k < Z[gi].shape[0]:
+            Z[gi][k] = -cc if op == "tanh" else y - cc
+        return y
+    if op == "log":
+        corr = _conv(own, A, k, 1, k - 1, True).divide_int(k) if k > 1 else None
+        return _dual_div(A[k] if corr is None else A[k] - corr, A[0])
+    corr = _conv(own, own, k, 1, k - 1) if k > 1 else None  # sqrt
+    return _dual_div(A[k] if corr is None else A[k] - corr, own[0].scale(np.float64(2)))

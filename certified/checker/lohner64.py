@@ -1,0 +1,184 @@
+"""The Taylor step with QR-Lohner sets for many sets at once, in float64 intervals.
+
+The step of :func:`certified.checker.lohner.lohner_step` (proofs/bounds.md#lohner, #picard,
+#taylor-step, #variational), batched: a set is ``x^ + C r`` with ``x^`` (sets, d) and ``C``
+(sets, d, d) doubles (exact), ``r`` an :class:`~certified.checker.ivec.Iv` (sets, d). Matrix
+products are sums of ``ivec`` products taken one index at a time (no BLAS); the inverse of the
+new basis ``C'`` is enclosed by ``C'^T`` plus a Neumann bound (proofs/checker_soundness.md
+#float-intervals). Used by rule taylor-lohner at 53 bits when every operation of the field has
+a float64 form (``lohner.SUPPORTED``)."""
+
+from __future__ import annotations
+
+import numpy as np
+from flint import arb, fmpq
+
+from .ivec import Iv, check_fpu, from_arb, from_fmpq
+from .jets64 import Program, jets64
+from .taylor import ReplayError
+
+__all__ = ["replay_flow64"]
+
+
+def _point(x: np.ndarray) -> Iv:
+    return Iv(x, x.copy())
+
+
+def _matvec(C: np.ndarray, r: Iv) -> Iv:
+    """C r for exact C (n, d, d) and intervals r (n, d)."""
+    out = r[:, :1].scale(C[:, :, 0])
+    for k in range(1, C.shape[2]):
+        out = out + r[:, k : k + 1].scale(C[:, :, k])
+    return out
+
+
+def _imatmul(P: Iv, Q: Iv) -> Iv:
+    """P Q for interval matrices (n, d, d)."""
+    out = P[:, :, :1] * Q[:, :1, :]
+    for k in range(1, P.shape[2]):
+        out = out + P[:, :, k : k + 1] * Q[:, k : k + 1, :]
+    return out
+
+
+def _imatvec(P: Iv, r: Iv) -> Iv:
+    out = P[:, :, 0] * r[:, :1]
+    for k in range(1, P.shape[2]):
+        out = out + P[:, :, k] * r[:, k : k + 1]
+    return out
+
+
+def _poly(coefs: list[Iv], h: Iv) -> Iv:
+    out = coefs[-1]
+    for c in reversed(coefs[:-1]):
+        out = out * h + c
+    return out
+
+
+def _inverse(C: np.ndarray) -> Iv:
+    """Enclosures of C^-1 for float matrices C (n, d, d) near orthogonal: with
+    E = I - C^T C and ||E||_inf <= delta < 1/2, C^-1 = (I - E)^-1 C^T lies in C^T + F C^T with
+    ||F||_inf <= delta / (1 - delta), so each entry within that times max_k |C_jk|."""
+    n, d, _ = C.shape
+    Ct = np.swapaxes(C, 1, 2).copy()
+    G = _imatmul(_point(Ct), _point(C))
+    eye = np.broadcast_to(np.eye(d), (n, d, d))
+    E = _point(eye.copy()) - G
+    delta = E.mag()[:, :, 0].copy()
+    acc = Iv(delta, delta.copy())
+    for k in range(1, d):
+        m = E.mag()[:, :, k]
+        acc = acc + Iv(m, m.copy())
+    delta = acc.hi.max(axis=1)  # upper bounds of ||E||_inf per set
+    if not (np.isfinite(delta).all() and (delta < 0.5).all()):
+        i = int(np.argmin(np.isfinite(delta) & (delta < 0.5)))
+        raise ReplayError(f"set {i}: the new basis C is singular")
+    dl = Iv(delta, delta.copy())
+    eta = (dl / (Iv(np.ones(n), np.ones(n)) - dl)).hi  # delta / (1 - delta), rounded up
+    colmax = np.abs(C).max(axis=2)  # (n, d): max_k |C_jk| for row j of C = column j of C^T
+    rad = np.nextafter(eta[:, None] * colmax, np.inf)[:, None, :]  # (i, j): eta max_k |C_jk|
+    return Iv(np.nextafter(Ct - rad, -np.inf), np.nextafter(Ct + rad, np.inf))
+
+
+class Sets:
+    """``centre + C r`` for n sets at once."""
+
+    __slots__ = ("C", "centre", "r")
+
+    def __init__(self, centre: np.ndarray, C: np.ndarray, r: Iv) -> None:
+        self.centre, self.C, self.r = centre, C, r
+
+    @classmethod
+    def boxes(cls, starts: list[list[tuple[fmpq, fmpq]]]) -> Sets:
+        n, d = len(starts), len(starts[0])
+        lo = from_fmpq([a for s in starts for a, _ in s]).lo.reshape(n, d)
+        hi = from_fmpq([b for s in starts for _, b in s]).hi.reshape(n, d)
+        centre = lo + (hi - lo) / 2  # any doubles: r absorbs the difference
+        r = Iv(lo, hi) - _point(centre)
+        return cls(centre, np.broadcast_to(np.eye(d), (n, d, d)).copy(), r)
+
+    def hull(self, with_centre: bool = False) -> Iv:
+        r = self.r.union_zero() if with_centre else self.r
+        return _point(self.centre) + _matvec(self.C, r)
+
+
+def lohner_step64(prog: Program, params: Iv, S: Sets, h: fmpq, B: Iv, K: int, m: int) -> Sets:
+    """One step of length h of every set with the a priori boxes B (n, d).
+    Guarantee: the returned sets contain Phi_h(x) for every x in the given ones."""
+    n, d = B.shape
+    hb = from_fmpq([h])
+    eye = np.broadcast_to(np.eye(d), (n, d, d)).copy()
+    ident = _point(eye)
+    df = jets64(prog, params, B, ident, 1)[1]  # f(B) and Df(B)
+    X = S.hull(with_centre=True)
+    T = X + df[..., 0].union_zero() * hb
+    bad = (T.lo < B.lo) | (T.hi > B.hi)
+    if bad.any():
+        i, j = map(int, np.argwhere(bad)[0])
+        raise ReplayError(f"set {i}: the Picard inclusion fails in coordinate {j}")
+    Dmag = df[..., 1:].mag()
+    acc = Iv(Dmag[:, :, 0].copy(), Dmag[:, :, 0].copy())
+    for j in range(1, d):
+        acc = acc + Iv(Dmag[:, :, j].copy(), Dmag[:, :, j].copy())
+    L = acc.hi.max(axis=1)  # >= |Df(B)|_inf per set
+    e = from_arb([(arb(float(x)) * arb(h)).exp() - 1 for x in L.tolist()]).hi
+    VB = ident + Iv(np.broadcast_to(-e[:, None, None], (n, d, d)).copy(),
+                    np.broadcast_to(e[:, None, None], (n, d, d)).copy())  # fmt: skip
+    rem = jets64(prog, params, B, None, K)[K][..., 0]
+    at = jets64(prog, params, _point(S.centre), None, K - 1)
+    inc = hb * _poly([at[k][..., 0] for k in range(1, K)] + [rem], hb)
+    vrem = jets64(prog, params, B, VB, m)[m]
+    vx = jets64(prog, params, X, ident, m - 1)
+    J = _poly([vx[k][..., 1:] for k in range(m)] + [vrem[..., 1:]], hb)  # (n, d, d)
+    A = _imatmul(J, _point(S.C))
+    centre = S.centre + (inc.lo + inc.hi) / 2  # any doubles
+    z = (_point(S.centre) - _point(centre)) + inc
+    Am = (A.lo + A.hi) / 2
+    size = (Am * Am).sum(axis=1) * (S.r.hi - S.r.lo)  # a heuristic order only
+    order = np.argsort(-size, axis=1, kind="stable")
+    Q, _ = np.linalg.qr(np.take_along_axis(Am, order[:, None, :], axis=2))
+    C = np.empty_like(Q)
+    np.put_along_axis(C, order[:, None, :], Q, axis=2)  # column order[c] of C is Q's column c
+    if not np.isfinite(C).all():
+        i = int(np.argmin(np.isfinite(C).all(axis=(1, 2))))
+        raise ReplayError(f"set {i}: the new basis C is singular")
+    Ci = _inverse(C)
+    r = _imatvec(_imatmul(Ci, A), S.r) + _imatvec(Ci, z)
+    return Sets(centre, C, r)
+
+
+def replay_flow64(field, pieces, starts, steps, boxes, K: int, orders, times) -> list:
+    """As :func:`certified.checker.lohner.replay_flow`, for all sets at once in float64
+    intervals; the enclosures are returned as arb balls. Raises ReplayError naming the piece,
+    step and set. Guarantee: encloses (proofs/checker_soundness.md#float-intervals)."""
+    check_fpu()
+    with np.errstate(all="ignore"):  # non-finite values are rejected by the checks, not warned
+        return _replay(field, pieces, starts, steps, boxes, K, orders, times)
+
+
+def _replay(field, pieces, starts, steps, boxes, K: int, orders, times) -> list:
+    prog = Program(field)
+    S = Sets.boxes(starts)
+    n, d = S.centre.shape
+    out, t, pending = [], fmpq(0), list(times)
+    for j, (duration, params) in enumerate(pieces):
+        if sum(steps[j], fmpq(0)) != duration or not all(h > 0 for h in steps[j]):
+            raise ReplayError(f"piece {j}: the steps are not positive or do not sum to {duration}")
+        P = from_arb(params)
+        for s, h in enumerate(steps[j]):
+            flat = [q for box in boxes[j][s] for pair in box for q in pair]
+            Bq = from_fmpq(flat)
+            B = Iv(Bq.lo[0::2].reshape(n, d), Bq.hi[1::2].reshape(n, d))
+            try:
+                S = lohner_step64(prog, P, S, h, B, K, orders[j][s])
+            except ReplayError as exc:
+                raise ReplayError(f"piece {j}, step {s}, {exc}") from None
+            t += h
+            while pending and pending[0] == t:
+                H = S.hull()
+                rows = zip(H.lo.tolist(), H.hi.tolist(), strict=True)
+                out.append([[arb(a).union(arb(b)) for a, b in zip(lo, hi, strict=True)]
+                            for lo, hi in rows])  # fmt: skip
+                pending.pop(0)
+    if pending:
+        raise ReplayError(f"time {pending[0]} is not the end of a step")
+    return out

@@ -1,0 +1,160 @@
+"""The float64-interval replay of rule taylor-lohner (checker.ivec, jets64, lohner64): every
+operation contains the exact result (rationals, 40-digit mpmath), the batched Taylor
+coefficients contain the 200-bit arb reference of field_jets, and the batched Lohner step
+contains the arb step's enclosure (proofs/checker_soundness.md#float-intervals)."""
+
+from __future__ import annotations
+
+import flint
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import strategies as st
+
+from certified.checker.ivec import Iv, exp_points, from_fmpq, matmul
+from certified.checker.jets64 import Program, _monotone, jets64
+from certified.checker.lohner import SUPPORTED, replay_flow, supported
+from certified.checker.taylor import ReplayError, field_jets
+from certified.strategies import expression_fields
+
+_SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large]
+Q = flint.fmpq
+
+finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300)
+small = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e6, max_value=1e6)
+
+
+def _q(x: float) -> flint.fmpq:
+    return Q(*x.as_integer_ratio())
+
+
+def _iv(pairs) -> Iv:
+    lo = np.array([min(a, b) for a, b in pairs])
+    hi = np.array([max(a, b) for a, b in pairs])
+    return Iv(lo, hi)
+
+
+def _contains(iv: Iv, i: int, exact: flint.fmpq) -> bool:
+    return _q(float(iv.lo.ravel()[i])) <= exact <= _q(float(iv.hi.ravel()[i]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(finite, finite, finite, finite), min_size=1, max_size=8))
+@example([(1.0, 1.0, 3 * 2.0**-54, 3 * 2.0**-54)])  # a sum that rounds (RN: up)
+@example([(2.0**-1074, 2.0**-1074, 0.5, 0.5)])  # subnormal product
+@example([(0.1, 0.3, -0.7, 0.2)])  # straddling zero
+def test_elementary_operations_contain_the_exact_results(rows):
+    a = _iv([(r[0], r[1]) for r in rows])
+    b = _iv([(r[2], r[3]) for r in rows])
+    ops = {"add": a + b, "sub": a - b, "mul": a * b}
+    for i in range(len(rows)):
+        ends_a = (_q(float(a.lo[i])), _q(float(a.hi[i])))
+        ends_b = (_q(float(b.lo[i])), _q(float(b.hi[i])))
+        for name, out in ops.items():
+            if not (np.isfinite(out.lo[i]) and np.isfinite(out.hi[i])):
+                continue  # overflow: the replay rejects non-finite values
+            for x in ends_a:
+                for y in ends_b:
+                    exact = x + y if name == "add" else x - y if name == "sub" else x * y
+                    assert _contains(out, i, exact), (name, x, y)
+        if not (b.lo[i] <= 0 <= b.hi[i]):
+            out = a / b
+            if np.isfinite(out.lo[i]) and np.isfinite(out.hi[i]):
+                for x in ends_a:
+                    for y in ends_b:
+                        assert _contains(out, i, x / y)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(small, min_size=1, max_size=40), st.integers(1, 3))
+@example([1.0, 2.0**-53, 2.0**-53, 2.0**-53], 1)  # each addition alone would round away
+def test_sums_and_matrix_products_contain_the_exact_results(values, rows):
+    x = np.array(values)
+    v = Iv(x, x.copy())
+    s = v.sum(axis=0)
+    exact = sum((_q(float(t)) for t in values), Q(0))
+    assert _contains(s, 0, exact)
+    rng = np.random.default_rng(len(values))
+    M = rng.standard_normal((rows, len(values))) * 10.0 ** rng.integers(-5, 5)
+    out = matmul(M, M, Iv(x[:, None], x[:, None].copy()))
+    for r in range(rows):
+        e = sum((_q(float(M[r, j])) * _q(float(values[j])) for j in range(len(values))), Q(0))
+        assert _contains(out, r, e)
+
+
+edge = st.sampled_from([0.0, -0.0, 1e-300, -1e-300, 5e-324, -745.0, -745.5, -746.0, 708.9,
+                        709.0, 0.34657359027997264, -0.34657359027997264, 1.0, -1.0])  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(edge, st.floats(min_value=-800, max_value=800)))
+def test_exp_tanh_and_sigmoid_contain_40_digit_values(p):
+    mpmath.mp.dps = 40
+    x = mpmath.mpf(p)
+    E = exp_points(np.array([p]))
+    ref = {"exp": mpmath.exp(x), "tanh": mpmath.tanh(x), "sigmoid": 1 / (1 + mpmath.exp(-x))}
+    assert mpmath.mpf(float(E.lo[0])) <= ref["exp"]
+    assert np.isinf(E.hi[0]) or ref["exp"] <= mpmath.mpf(float(E.hi[0]))
+    if -700 < p < 700:  # tight: ~1e-16 relative near 0, k ulps of ln 2 for exp(k ln 2 + r)
+        assert E.hi[0] - E.lo[0] <= (8e-15 + 1e-15 * abs(p)) * E.hi[0] + 1e-300
+    for op in ("tanh", "sigmoid"):
+        y = _monotone(op, Iv(np.array([p]), np.array([p])))
+        assert mpmath.mpf(float(y.lo[0])) <= ref[op] <= mpmath.mpf(float(y.hi[0])), op
+        assert y.hi[0] - y.lo[0] <= 1e-14
+
+
+def test_from_fmpq_brackets_non_dyadic_rationals():
+    values = [Q(1, 3), Q(-2, 7), Q(10**30 + 1, 3), Q(1, 10**40), Q(5, 1), Q(2) ** 2000]
+    iv = from_fmpq(values)
+    for i, q in enumerate(values):
+        assert _q(float(iv.lo[i])) <= q
+        assert np.isinf(iv.hi[i]) or q <= _q(float(iv.hi[i]))
+
+
+def _supported_fields():
+    return expression_fields(d=(1, 3), depth=4, parameters=(0, 2)).filter(
+        lambda p: supported(p.field.expression)
+    )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=_SLOW)
+@given(_supported_fields(), st.integers(0, 2**32 - 1))
+def test_batched_jets_contain_the_200_bit_reference(problem, seed):
+    field = problem.field.expression
+    d, rng = field.dimension, np.random.default_rng(seed)
+    n, order = 3, 5
+    lo = rng.uniform(-0.5, 0.5, (n, d))
+    hi = lo + rng.uniform(0, 1e-3, (n, d)) * rng.integers(0, 2, (n, d))
+    seeds = np.broadcast_to(np.eye(d), (n, d, d)).copy()
+    with flint.ctx.workprec(53):
+        P = from_fmpq([q for p in problem.pieces[:1] for q in p.values])
+    try:
+        got = jets64(Program(field), P, Iv(lo, hi), Iv(seeds, seeds.copy()), order)
+    except ReplayError:
+        assume(False)  # a domain failure in float64 is a rejection, never a wrong value
+    with flint.ctx.workprec(200):
+        ps = [flint.arb(v) for v in problem.pieces[0].values]
+        for i in range(n):
+            box = [
+                flint.arb(float(a)).union(flint.arb(float(b)))
+                for a, b in zip(lo[i], hi[i], strict=True)
+            ]
+            ident = [[flint.arb(int(r == c)) for c in range(d)] for r in range(d)]
+            ref = field_jets(field, ps, box, ident, order, wide=True)
+            for k in range(order + 1):
+                for q in range(d):
+                    for g in range(d + 1):
+                        ball = ref[k][q][g]
+                        if ball.rad() > 1e-30:  # a wide reference: compare only points
+                            continue
+                        assert float(got[k].lo[i, q, g]) <= ball.mid() <= float(got[k].hi[i, q, g])
+
+
+def test_the_float64_replay_needs_53_bits_and_supported_operations():
+    assert "logsumexp" not in SUPPORTED and "sin" not in SUPPORTED
+    from certified.fields import read_field
+
+    field = read_field("lorenz", time="1/8").field.expression
+    with flint.ctx.workprec(64), pytest.raises(ReplayError, match="53 bits"):
+        replay_flow(field, [], [], [], [], 4, 2, [], arithmetic="float64")
