@@ -86,15 +86,16 @@ def _pair(value: Any, where: str) -> tuple:
 
 def check_gradient_v1(instance: Any, claim: Any, hints: Any) -> str:
     """Check a gradient certificate; return a summary."""
-    loss, grads, (n, L, total, _) = replay_gradient(instance, hints, [MAX_TAYLOR_OPS])
+    loss, grads, (n, L, total, prec) = replay_gradient(instance, hints, [MAX_TAYLOR_OPS])
     fields(claim, "claim", ("loss", "gradient"))
-    _within(_pair(claim["loss"], "claim.loss"), loss, "claim.loss")
-    rows = array(claim["gradient"], "claim.gradient", L)
-    for j, row in enumerate(rows):
-        items = array(row, f"claim.gradient[{j}]", len(grads[j]), 0)
-        for k, item in enumerate(items):
-            at = f"claim.gradient[{j}][{k}]"
-            _within(_pair(item, at), grads[j][k], at)
+    with flint.ctx.workprec(prec):  # the balls' ends at the replay's precision
+        _within(_pair(claim["loss"], "claim.loss"), loss, "claim.loss")
+        rows = array(claim["gradient"], "claim.gradient", L)
+        for j, row in enumerate(rows):
+            items = array(row, f"claim.gradient[{j}]", len(grads[j]), 0)
+            for k, item in enumerate(items):
+                at = f"claim.gradient[{j}][{k}]"
+                _within(_pair(item, at), grads[j][k], at)
     return f"rule taylor-lohner-c1: loss and gradient, {n} points, {L} pieces, {total} steps"
 
 
@@ -130,7 +131,8 @@ def check_training_v1(instance: Any, claim: Any, hints: Any) -> str:
                 "pieces' parameters may change)"
             )
         lo_hi = _pair(losses[k], f"claim.losses[{k}]")
-        _within(lo_hi, loss, f"claim.losses[{k}]")
+        with flint.ctx.workprec(prec):
+            _within(lo_hi, loss, f"claim.losses[{k}]")
         nlo, nhi = _pair(norms[k], f"claim.gradient_norms[{k}]")
         with flint.ctx.workprec(prec):
             ok = _norm_within(grads, nlo, nhi)

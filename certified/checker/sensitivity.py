@@ -65,11 +65,12 @@ def step_jacobian(aug: ExpressionField, d: int, X: list[arb], theta: list[arb], 
 
 
 def sensitivity_cost(field: ExpressionField, n: int, steps: int, K: int, m: int, prec: int) -> int:
-    """Estimated arb operations of :func:`replay_sensitivities` (proofs/format.md section 10)."""
+    """Estimated arb operations of :func:`replay_sensitivities` (proofs/format.md section 10;
+    the augmented duals' share fitted on d = p = 2 and d = p = 8 tanh fields, 53 bits)."""
     d, P = field.dimension, len(field.names)
-    D = d + P
-    per = field.cost * (K * K + 3 * (d + 1) * m * m) + 2 * (field.cost + 4 * P) * (D + 1) * m * m
-    return n * steps * (per + 20 * d**3 + 2 * d * d * P) * (1 + prec // 256)
+    aug = field.cost * (d + P + 1) * m * m // 6
+    per = field.cost * (K * K + 3 * (d + 1) * m * m) + aug + 20 * d**3 + 2 * d * d * P
+    return n * steps * per * (1 + prec // 256)
 
 
 def replay_sensitivities(field: ExpressionField, pieces, points, steps, boxes, K: int, m: int):

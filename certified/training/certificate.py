@@ -58,10 +58,37 @@ def gradient_instance(result) -> tuple[dict[str, Any], dict[str, Any]]:
     return instance, hints
 
 
+def _check_cost(*results, what: str = "points per certificate, or fewer pieces") -> int:
+    """The checker's charge for replaying ``results``; InputError above its limit (refuse now
+    rather than write a file the checker refuses)."""
+    from certified.checker.lohner import MAX_TAYLOR_OPS
+    from certified.checker.sensitivity import sensitivity_cost
+    from certified.errors import InputError
+
+    cost = 0
+    for result in results:
+        h, n = result.hints, result.points.shape[0]
+        total = sum(len(s) for s in h.get("steps", ()))
+        K, m, prec = h["order"], h["jacobian_order"], h["precision"]
+        cost += sensitivity_cost(result.problem.field.expression, n, total, K, m, prec)
+    if cost > MAX_TAYLOR_OPS:
+        most = max(1, int(n * MAX_TAYLOR_OPS / cost if len(results) == 1 else
+                          len(results) * MAX_TAYLOR_OPS / cost))  # fmt: skip
+        raise InputError(
+            f"certificate: its replay would cost about {cost:.2g} operations, over the checker's "
+            f"limit {MAX_TAYLOR_OPS:.2g}: certify at most about {most} {what}"
+        )
+    return cost
+
+
 def gradient_certificate(result) -> dict[str, Any]:
     """A ``gradient`` v1 certificate of a :class:`~certified.training.GradientEnclosure`.
 
+    Raises InputError when the checker's replay would exceed its resource limit.
+
     Guarantee: none (the checker decides)."""
+    if "relu_patterns" not in result.hints:
+        _check_cost(result)
     instance, hints = gradient_instance(result)
     claim = {
         "loss": _pair(result.loss),
@@ -74,6 +101,7 @@ def training_certificate(trace) -> dict[str, Any]:
     """A ``training`` v1 certificate of a :class:`~certified.training.DescentTrace`.
 
     Guarantee: none (the checker decides)."""
+    _check_cost(*trace.results, what="iterates per trace (fewer --steps), or fewer points")
     pairs = [gradient_instance(r) for r in trace.results]
     return {
         "kind": "training",

@@ -81,6 +81,7 @@ def test_scalar_tanh_contains_the_closed_form(w, a, b, T):
 def test_scalar_tanh_at_128_bits_is_within_1e_20():
     args = ("1/2", "1", "1/4", "1/2", "3/10", "1/2", "1/10")
     result = certified_gradient(*_scalar(*args)[:3], eps=args[-1], prec=128)
+    assert check_certificate(gradient_certificate(result)).verified  # compared at 128 bits
     J, grad = _scalar_reference(*args)
     assert _contains(result.loss, J)
     for k, name in enumerate(("W[0][0]", "A[0][0]", "b[0]")):
