@@ -355,7 +355,8 @@ def relu_vectorised_min_cost(schedule: Schedule, n_sets: int) -> int:
     for q in relu_pieces(schedule.pieces, alpha):
         vp = vec_piece(q)
         K, p = (3, q.source.width) if vp is None else (vp.K, vp.b.shape[0])
-        total += round_cost + n_sets * (eig_cost * d**3 + step_cost * K * (d + 4) * (p + 4))
+        per_set = eig_cost * d**3 + step_cost * K * (d + 4) * (p + 4)
+        total += round_cost * (K + 4) + n_sets * per_set
     return total
 
 

@@ -22,9 +22,9 @@ arb = flint.arb
 
 U, ETA, PHI = 2.0**-53, 2.0**-1074, 2.0**-53 + 2.0**-105
 FLOOR, BUMP = 2.0**-900, 1.0 + 8.0 * 2.0**-53  # radius rule, bounds.md#relu-vec-matvec
-MAX_RELU_VEC_COST = 4 * 10**11  # cost units of the replay (about 1 ns each; 3x honest: format.md)
-ROUND_COST, STEP_COST, EIG_COST = 3 * 10**5, 6, 40  # a round; a step per (d + 4)(p + 4) K; d^3
-UNITS = (ROUND_COST, STEP_COST, EIG_COST)
+MAX_RELU_VEC_COST = 10**12  # cost units of the replay (about 1 ns each; format.md section 4)
+ROUND_COST, STEP_COST, EIG_COST = 10**5, 6, 40  # a round per K + 4; a step per K(d+4)(p+4); d^3
+UNITS, CHUNK = (ROUND_COST, STEP_COST, EIG_COST), 1024
 _PIECE = re.compile(r"(?:R|[rw][1-9][0-9]{0,15})*")
 _TOKEN = re.compile(r"R|([rw])([0-9]+)")
 
@@ -39,8 +39,7 @@ def _fpu_ok() -> bool:
     )  # fmt: skip
 
 
-def up(x):
-    """>= succ(x) (bounds.md#pred-succ)."""
+def up(x):  # >= succ(x), and dn(x) <= pred(x) (bounds.md#pred-succ)
     return x + (PHI * np.abs(x) + ETA)
 
 
@@ -55,12 +54,11 @@ def rad(x):
 
 def norm_up(v):
     """>= the Euclidean norms of the rows of v (bounds.md#relu-vec)."""
-    s = np.einsum("ij,ij->i", v, v)
-    return up(np.sqrt(up(s * (1.0 + 2.0 * (v.shape[-1] + 2) * U))))
+    s = np.einsum("ij,ij->i", v, v)  # + d eta: the squares' underflow (bounds.md#matmul)
+    return up(np.sqrt(up(up(s * (1.0 + 2.0 * (v.shape[-1] + 2) * U)) + 2 * v.shape[-1] * ETA)))
 
 
-def _up_float(x: flint.arb) -> float:
-    """A double >= every point of the finite ball x."""
+def _up_float(x: flint.arb) -> float:  # a double >= every point of the finite ball x
     v = float(x.upper())
     return float(np.nextafter(v, np.inf)) if math.isfinite(v) else math.inf
 
@@ -72,26 +70,18 @@ class VecPiece:
         fields(hint, where, ("tick", "step", "order"))
         d, p = len(piece.W), len(piece.b)
         self.d, self.p = d, p
-        self.W = np.array([[_double(v, piece.where) for v in row] for row in piece.W])
-        self.A = np.array([[_double(v, piece.where) for v in row] for row in piece.A])
+        self.W, self.A = (
+            np.array([[_double(v, piece.where) for v in r] for r in M]) for M in (piece.W, piece.A)
+        )
         self.b = np.array([_double(v, piece.where) for v in piece.b])
         self.Wt, self.At = np.ascontiguousarray(self.W.T), np.ascontiguousarray(self.A.T)
         self.Wabs, self.Aabs = np.abs(self.Wt), np.abs(self.At)
         self.a_m = int(al.p) / int(al.q)  # nearest double: |al - a_m| <= u a_m
-        self.a_r = (
-            0.0 if flint.fmpq(*self.a_m.as_integer_ratio()) == al else float(up(U * self.a_m))
-        )
-        self.check = np.array(
-            [any(piece.W[k][i] for k in range(d)) and any(piece.A[i]) for i in range(p)]
-        )
-        Wm, Am = flint.arb_mat(piece.W), flint.arb_mat(piece.A)
-        norms = [_up_float(sum((arb(x) ** 2 for x in row), arb(0)).sqrt()) for row in piece.A]
-        self.anorm = np.array(norms)
-        wn = [
-            _up_float(sum((arb(piece.W[k][i]) ** 2 for k in range(d)), arb(0)).sqrt())
-            for i in range(p)
-        ]
-        self.nu = up(np.array(wn) * self.anorm)
+        exact = flint.fmpq(*self.a_m.as_integer_ratio()) == al
+        self.a_r = 0.0 if exact else float(up(U * self.a_m))
+        cols = list(zip(*piece.W, strict=True))
+        self.check = np.array(list(map(any, cols))) & np.array(list(map(any, piece.A)))
+        self.anorm, self.nu = _norms(piece.A), up(_norms(cols) * _norms(piece.A))  # |w_i||a_i|
 
         def gram(M):  # ||M||_2^2 <= max row sum of |M^T M| (Gershgorin), enclosed in arb
             G = M.transpose() * M
@@ -99,6 +89,7 @@ class VecPiece:
                 sum((abs(G[i, j]) for j in range(G.ncols())), arb(0)) for i in range(G.nrows())
             )
 
+        Wm, Am = flint.arb_mat(piece.W), flint.arb_mat(piece.A)
         self.L = max(_up_float((gram(Wm) * gram(Am)).sqrt()), 2.0**-20)
         outer = self.Wt[:, :, None] * self.A[:, None, :]  # (p, d, d): w_ji a_ik
         self.Sflat = np.ascontiguousarray(
@@ -120,6 +111,10 @@ class VecPiece:
         self.K = small_integer(hint["order"], f"{where}.order", 3, 40)
         self.g_d, self.F_d = (d + 1) * U, 1.0 + 4.0 * (d + 2) * U
         self.g_p, self.F_p = (p + 1) * U, 1.0 + 4.0 * (p + 2) * U
+
+
+def _norms(rows) -> np.ndarray:
+    return np.array([_up_float(sum((arb(x) ** 2 for x in r), arb(0)).sqrt()) for r in rows])
 
 
 def _double(v: flint.fmpq, where: str) -> float:
@@ -154,26 +149,17 @@ def _lmax_verified(vp: VecPiece, Srows, n: int):
     t = est[:, -1] + 1e-10 * scale + 64 * d * U * scale
     eye = np.eye(d, dtype=bool)
     T = np.where(eye[None], t[:, None, None] - S, -S)
-    out = np.full(n, np.inf)
-    try:
-        ok, L = np.ones(n, dtype=bool), np.linalg.cholesky(T)
+    try:  # if any factorisation of the chunk fails, Gershgorin's bounds are used alone
+        L = np.linalg.cholesky(T)
     except np.linalg.LinAlgError:
-        ok, L = np.zeros(n, dtype=bool), np.zeros_like(T)
-        for i in range(n):
-            try:
-                L[i], ok[i] = np.linalg.cholesky(T[i]), True
-            except np.linalg.LinAlgError:
-                pass
-    if not ok.any():
-        return out
-    L, T, t = L[ok], T[ok], t[ok]
-    c = norm_up(L.reshape(-1, d)).reshape(-1, d)  # column norms of R = L^T
-    dot = L @ L.transpose(0, 2, 1)
-    e = np.abs(T - dot)
-    bound = up(e * (1.0 + 4.0 * U)) + up(2.0 * (d + 2) * U * up(c[:, :, None] * c[:, None, :]))
-    bound = up(up(bound + up(2.0 * U * np.abs(T))) + FLOOR)
-    f2 = up(up(bound * bound).sum(axis=(1, 2)) * (1.0 + 2.0 * (d * d + 2) * U))
-    out[ok] = up(up(t + up(np.sqrt(f2))) + float(vp.Erow.max()))
+        return np.full(n, np.inf)
+    nL = norm_up(L.reshape(-1, d * d))  # ||L||_F^2 = |c|^2, c_j the column norms of R = L^T
+    e = np.abs(T - L @ L.transpose(0, 2, 1)).reshape(-1, d * d)
+    T = T.reshape(-1, d * d)
+    # ||E||_F <= (1 + 4u)||e||_F + 2(d + 2)u |c|^2 + 2u ||T||_F + d 2^-900 (triangle inequality)
+    enorm = up(up(norm_up(e) * (1.0 + 4.0 * U)) + up(2.0 * (d + 2) * U * up(nL * nL)))
+    enorm = up(up(enorm + up(2.0 * U * norm_up(T))) + d * FLOOR)
+    out = up(up(t + enorm) + float(vp.Erow.max()))
     return np.where(np.isfinite(out), out, np.inf)
 
 
@@ -197,20 +183,20 @@ def region_step(vp: VecPiece, c, r, h, cache):
     zm[0], zr[0] = _matvec(c, rad(vp.g_d * np.abs(c)), vp.At, vp.Aabs, vp.F_d, vp.b)
     active = zm[0] >= 0
     Sm, Sr, y1 = c.copy(), np.zeros((n, d)), None
-    ReLU = vp.a_m == 0.0 and vp.a_r == 0.0
+    relu = vp.a_m == 0.0 and vp.a_r == 0.0  # slopes 0 / 1: masking is exact
+    sm = np.where(active, 1.0, vp.a_m)  # y_{k+1} = (h / (k + 1)) W (s z_k), s in <sm, sr>
+    A1 = np.where(active, 0.0, rad(vp.a_r + U * vp.a_m))  # >= sr + u|sm| (0 where s = 1)
+    A2 = np.where(active, 1.0, rad(vp.a_m + vp.a_r))  # >= |sm| + sr
     for k in range(K - 1):
-        fm = h / (k + 1)  # the row's scalar on active neurons, alpha times it on inactive ones
+        um = zm[k] * sm
+        ur = zr[k] * sm if relu else rad(np.abs(zm[k]) * A1 + zr[k] * A2)
+        Ym = um @ vp.Wt
+        Yr = rad((rad(ur + vp.g_p * np.abs(um)) @ vp.Wabs) * vp.F_p)
+        fm = h / (k + 1)  # rows scaled by <fm, fr>
         fr = np.zeros(n) if k == 0 else np.maximum(FLOOR, fm * (U * BUMP))
-        gm = fm * vp.a_m
-        gr = rad(vp.a_m * fr + vp.a_r * (fm + fr) + U * gm)
-        cm = np.where(active, fm[:, None], 0.0 if ReLU else gm[:, None])
-        cr = np.where(active, fr[:, None], 0.0 if ReLU else gr[:, None])
-        a1 = np.where((cm == 0) & (cr == 0), 0.0, rad(cr + U * np.abs(cm)))
-        a2 = np.where((cm == 0) & (cr == 0), 0.0, rad(np.abs(cm) + cr))
-        um = zm[k] * cm
-        ur = rad(np.abs(zm[k]) * a1 + zr[k] * a2)
-        ym = um @ vp.Wt
-        yr = rad((rad(ur + vp.g_p * np.abs(um)) @ vp.Wabs) * vp.F_p)
+        a1, a2 = rad(fr + U * fm)[:, None], rad(fm + fr)[:, None]
+        ym = Ym * fm[:, None]
+        yr = rad(np.abs(Ym) * a1 + Yr * a2)
         y1 = (ym, yr) if k == 0 else y1
         Sm = Sm + ym
         Sr = rad((Sr + yr) + U * np.abs(Sm))
@@ -221,7 +207,7 @@ def region_step(vp: VecPiece, c, r, h, cache):
         coef = up(coef * lh)
     coef = up(coef * math.nextafter(1.65 / math.factorial(K), math.inf))  # e^(1/2) <= 1.65
     rho = up(coef * norm_up(up(np.abs(y1[0]) + y1[1])))
-    Srows = np.where(active, 1.0, vp.a_m) @ vp.Sflat
+    Srows = sm @ vp.Sflat
     mu = _mu(vp, Srows, n)
     c_mask, c_mu = cache
     fresh = np.isinf(c_mu)
@@ -237,24 +223,28 @@ def region_step(vp: VecPiece, c, r, h, cache):
     return ok, Sm, up(tube + norm_up(Sr))
 
 
+def _sum_up(x, weights=None):
+    """>= the exact (weighted) sums over axis 0 of nonnegative x (bounds.md#matmul, dot
+    products: x^T y <= (fl(x^T y) + n eta) / (1 - gamma_n))."""
+    n = x.shape[0]
+    s = x.sum(axis=0) if weights is None else np.tensordot(weights, x, axes=1)
+    return up(up(s * (1.0 + 2.0 * (n + 2) * U)) + 2 * n * ETA)
+
+
 def _signs(zm, zr, pos, check, m):
     """q(theta) = sum_k z_k theta^k - m >= 0 (pos) or + m <= 0 on [0, 1] for checked neurons:
     |q(theta) - q(0)| <= sum_{k>=1} |z_k|, or q monotone and q(0), q(1) both good."""
     K = zm.shape[0]
-    lo0, hi0 = dn(zm[0] - zr[0]), up(zm[0] + zr[0])
-    mags = [up(np.abs(zm[k]) + zr[k]) for k in range(1, K)]
-    rest, drest = np.zeros_like(lo0), np.zeros_like(lo0)
-    for k in range(1, K):
-        rest = up(rest + mags[k - 1])
-        drest = up(drest + up(k * mags[k - 1])) if k >= 2 else drest
+    lo, hi = dn(zm - zr), up(zm + zr)  # (K, n, p) coefficient intervals
+    mags = np.maximum(np.abs(lo[1:]), np.abs(hi[1:]))
+    rest = _sum_up(mags)
+    drest = _sum_up(mags[1:], np.arange(2.0, K)) if K > 2 else 0.0 * rest
     need = up(rest + m)
-    ok = np.where(pos, lo0 >= need, hi0 <= -need)
-    qlo, qhi = lo0, hi0
-    for k in range(1, K):
-        qlo, qhi = dn(qlo + dn(zm[k] - zr[k])), up(qhi + up(zm[k] + zr[k]))
-    z1lo, z1hi = dn(zm[1] - zr[1]), up(zm[1] + zr[1])
-    mono = (z1lo > drest) | (z1hi < -drest)
-    ends = np.where(pos, (lo0 >= m) & (qlo >= m), (hi0 <= -m) & (qhi <= -m))
+    ok = np.where(pos, lo[0] >= need, hi[0] <= -need)
+    err = up(2.0 * (K + 2) * U * _sum_up(np.maximum(np.abs(lo), np.abs(hi))))
+    qlo, qhi = dn(lo.sum(axis=0) - err), up(hi.sum(axis=0) + err)  # q(1), any summation order
+    mono = (lo[1] > drest) | (hi[1] < -drest)
+    ends = np.where(pos, (lo[0] >= m) & (qlo >= m), (hi[0] <= -m) & (qhi <= -m))
     return (ok | (mono & ends) | ~check[None, :]).all(axis=1)
 
 
@@ -293,9 +283,7 @@ def _tokens(text: Any, vp: VecPiece, where: str, memo: dict) -> list[tuple[int, 
         for m in _TOKEN.finditer(text):
             kind, n = (1, min(vp.step, left)) if m[0] == "R" else (1 + (m[1] == "w"), int(m[2]))
             if not 1 <= n <= min(vp.step, left):
-                raise Rejected(
-                    f"{where}: a step of {n} ticks is empty, over the step or past the end"
-                )
+                raise Rejected(f"{where}: a step of {n} ticks: empty, over the step or the end")
             got.append((kind, n))
             left -= n
         if left:
@@ -307,8 +295,11 @@ def _tokens(text: Any, vp: VecPiece, where: str, memo: dict) -> list[tuple[int, 
 def plans(steps: Any, vps: list[VecPiece], n: int) -> tuple[list, int]:
     """Per piece its rounds (sets, kinds, ticks), and the replay's cost estimate (refused over
     the limit before anything is allocated per round)."""
-    rows, memo = [[] for _ in vps], {}
-    for q, text in enumerate(array(steps, "hints.steps", n)):
+    rows, memo, steps = [[] for _ in vps], {}, array(steps, "hints.steps", n)
+    count = [sum(map(t.count, "Rrw")) if isinstance(t, str) else 0 for t in steps]
+    least = min(STEP_COST * vp.K * (vp.d + 4) * (vp.p + 4) for vp in vps)  # before parsing:
+    _limit(ROUND_COST * 7 * max(count) + least * sum(count))  # rounds >= one set's tokens
+    for q, text in enumerate(steps):
         parts = text.split("/") if isinstance(text, str) else None
         if parts is None or len(parts) != len(vps):
             raise Rejected(f"hints.steps[{q}]: expected {len(vps)} pieces separated by '/'")
@@ -317,12 +308,9 @@ def plans(steps: Any, vps: list[VecPiece], n: int) -> tuple[list, int]:
     cost = 0
     for vp, row in zip(vps, rows, strict=True):
         steps_j = sum(map(len, row)) + n * (vp.tail > 0)
-        cost += max(map(len, row)) * ROUND_COST + EIG_COST * n * vp.d**3  # + lambda_max per set
+        cost += max(map(len, row)) * ROUND_COST * (vp.K + 4) + EIG_COST * n * vp.d**3
         cost += STEP_COST * steps_j * vp.K * (vp.d + 4) * (vp.p + 4)
-    if cost > MAX_RELU_VEC_COST:
-        raise Rejected(
-            f"resource limit: the replay costs about {cost:.2g}, over {MAX_RELU_VEC_COST:.0g}"
-        )
+    _limit(cost)
     out = []
     for row in rows:
         lens, rounds = np.array([len(t) for t in row]), []
@@ -334,32 +322,41 @@ def plans(steps: Any, vps: list[VecPiece], n: int) -> tuple[list, int]:
     return out, cost
 
 
+def _limit(cost: int) -> None:
+    if cost > MAX_RELU_VEC_COST:
+        raise Rejected(
+            f"resource limit: the replay costs about {cost:.2g}, over {MAX_RELU_VEC_COST:.0g}"
+        )
+
+
 def _replay(vps: list[VecPiece], c, r, plan: list):
-    """Advance every ball B(c[q], r[q]) through the pieces by its steps; returns (c, r, failed)
-    with failed a dict {set: (piece, step)} of the region steps that did not validate."""
+    """Advance every ball B(c[q], r[q]) through the pieces by its steps, CHUNK sets at a time
+    (single-threaded BLAS sizes); returns (c, r, failed) with failed a dict {set: (piece,
+    step)} of the region steps that did not validate."""
     n, failed = len(c), {}
     dead = np.zeros(n, dtype=bool)
     for j, (vp, rounds) in enumerate(zip(vps, plan, strict=True)):
         c_mask, c_mu = np.zeros((n, vp.p), dtype=bool), np.full(n, np.inf)
-        for s, (sets, kinds, ticks) in enumerate(rounds):
-            for kind in (1, 2):
+        tail = [] if not vp.tail else [(np.arange(n), np.zeros(n, dtype=np.int8), None)]
+        for s, (sets, kinds, ticks) in enumerate(rounds + tail):
+            for kind in (1, 2, 0):
                 pick = (kinds == kind) & ~dead[sets]
-                sel, h = sets[pick], ticks[pick] * vp.tick  # exact
-                if not sel.size:
-                    continue
-                if kind == 2:
-                    c[sel], r[sel] = window_step(vp, c[sel], r[sel], h, h)
-                    continue
-                cache = (c_mask[sel], c_mu[sel])
-                ok, cn, rn = region_step(vp, c[sel], r[sel], h, cache)
-                c_mask[sel], c_mu[sel] = cache
-                c[sel[ok]], r[sel[ok]] = cn[ok], rn[ok]
-                for q in sel[~ok]:
-                    failed[int(q)], dead[q] = (j, s), True
-        if vp.tail:
-            live = np.nonzero(~dead)[0]
-            w = np.full(live.size, vp.tail)
-            c[live], r[live] = window_step(vp, c[live], r[live], np.zeros(live.size), w)
+                for a in range(0, int(pick.sum()), CHUNK):
+                    sel = sets[pick][a : a + CHUNK]
+                    if kind == 0:  # the tail of a non-dyadic piece: length in [0, tail]
+                        w = np.full(sel.size, vp.tail)
+                        c[sel], r[sel] = window_step(vp, c[sel], r[sel], 0 * w, w)
+                        continue
+                    h = ticks[pick][a : a + CHUNK] * vp.tick  # exact
+                    if kind == 2:
+                        c[sel], r[sel] = window_step(vp, c[sel], r[sel], h, h)
+                        continue
+                    cache = (c_mask[sel], c_mu[sel])
+                    ok, cn, rn = region_step(vp, c[sel], r[sel], h, cache)
+                    c_mask[sel], c_mu[sel] = cache
+                    c[sel[ok]], r[sel[ok]] = cn[ok], rn[ok]
+                    for q in sel[~ok]:
+                        failed[int(q)], dead[q] = (j, s), True
     return c, r, failed
 
 

@@ -72,8 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prec",
         type=int,
-        help="working precision in bits, 53 to 4096 (ReLU: default 128; smooth fields: default "
-        "53, the compiled float64 kernels; other values run the same method in arb)",
+        help="working precision in bits, 53 to 4096 (default 53: ReLU by the vectorised engine, "
+        "certificate rule relu-vectorised, smooth fields by the compiled float64 kernels; "
+        "other values run the ReLU region engine / the same smooth method in arb)",
     )
     parser.add_argument(
         "--out",
@@ -184,15 +185,24 @@ def run(args: argparse.Namespace) -> int:
         with progress.stage(f"enclosing the flow of {n} {what}"):
             result = enclose_flow(schedule, start, prec=args.prec)
         return _enclosures_only(args, result, n, what, source, t0)
-    refusal = _relu_over_budget(schedule, n, what, args.prec)
+    vec = _vectorised_applies(schedule, args.prec)  # rule relu-vectorised (53 bits)
+    refusal = (_relu_vec_over_budget if vec else _relu_over_budget)(schedule, n, what, args.prec)
     with progress.stage(f"enclosing the flow of {n} {what}"):
-        if refusal is None:  # the region engine: its hints make a certificate
+        if vec:  # the vectorised engine: its step plan makes a certificate (refused: at once)
+            result = None if refusal else enclose_flow(schedule, start, method="vectorised")
+        elif refusal is None:  # the region engine: its hints make a certificate
             result = enclose_flow(schedule, start, prec=args.prec, method="regions")
         else:  # no certificate can be accepted: the vectorised engine's enclosures, if it applies
             result = _vectorised_or_none(schedule, start, args.prec)
-    cert = None if refusal else flow_certificate_for(schedule, start, result)
+    cert, cert_error = None, None
+    if not refusal:
+        try:
+            with progress.stage("replaying the steps as the checker will, for the certificate"):
+                cert = flow_certificate_for(schedule, start, result)
+        except InputError as exc:  # over the checker's limit after all, or a step not repaired
+            cert_error = str(exc)
     verdict, path = "UNDECIDED", None
-    message = refusal if refusal else result.message
+    message = refusal or cert_error or result.message
     if refusal and result is not None:
         message += (
             "; the enclosures shown are the vectorised engine's (53 bits), with no certificate"
@@ -205,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
             _save_enclosures(args, result)
         else:
             message = f"the certificate was not accepted by the checker: {check.reason}"
-    elif refusal is None and result.status.value == "success":
+    elif refusal is None and cert_error is None and result.status.value == "success":
         message = (
             "no checker rule covers boxes of tanh / sigmoid flows (points are covered)"
             if args.boxes is not None and schedule.activation.value in ("tanh", "sigmoid")
@@ -260,6 +270,31 @@ def _relu_over_budget(schedule, n: int, what: str, prec) -> str | None:
         f"no certificate: rule relu-regions would charge at least {need:.2g} operations for "
         f"{n} {what}, over the checker's limit {limit:.0g} (at most {n * limit // need} "
         f"{what} of this schedule per certificate)"
+    )
+
+
+def _vectorised_applies(schedule, prec) -> bool:
+    """Rule relu-vectorised: 53 bits (the default), double parameters, not an exact laminar
+    ReLU schedule (rule laminar-exact)."""
+    if prec not in (None, 53) or not all(p.parameters_float_exact for p in schedule.pieces):
+        return False
+    return not (schedule.activation.value == "relu" and schedule.is_laminar())
+
+
+def _relu_vec_over_budget(schedule, n: int, what: str, prec=None) -> str | None:
+    """Why no relu-vectorised certificate of these sets can be accepted (a lower bound of the
+    checker's cost, known before any work), with what to do; or None."""
+    from certified.certificates.flow import relu_vectorised_min_cost
+    from certified.checker.flow import relu_vectorised_limits
+
+    need, limit = relu_vectorised_min_cost(schedule, n), relu_vectorised_limits()[0]
+    if need <= limit:
+        return None
+    most = max(1, int(n * limit / need / 1.5))  # honest plans take ~1.5 steps per piece
+    return (
+        f"no certificate: rule relu-vectorised would cost at least {need:.2g} units for {n} "
+        f"{what}, over the checker's limit {limit:.0g}; split the {what} into files of at "
+        f"most about {most}, or omit --out for enclosures without a certificate"
     )
 
 
