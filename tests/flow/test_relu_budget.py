@@ -100,25 +100,58 @@ def _bench_shape(tmp_path, n: int, pieces: int = 64):
     return s, x
 
 
-@pytest.mark.parametrize("prec", [None, "256"])
+@pytest.mark.parametrize("prec", ["128", "256"])
 def test_cli_refuses_at_once_over_the_budget(tmp_path, capsys, prec):
+    """--prec above 53: the region engine, rule relu-regions, refused from its lower bound."""
     s, x = _bench_shape(tmp_path, 4)
     out = tmp_path / "cert.json"
     args = ["flow", "--schedule", str(s), "--points", str(x), "--out", str(out), "--json"]
-    assert main(args + (["--prec", prec] if prec else [])) == 1
+    assert main([*args, "--prec", prec]) == 1
     payload = json.loads(capsys.readouterr().out)
     assert payload["verdict"] == "UNDECIDED" and payload["certificate"] is None
     assert "checker's limit" in payload["message"]
     most = int(re.search(r"at most (\d+) points", payload["message"]).group(1))
     schedule = Schedule.from_json(json.loads(s.read_text()))
-    bits = int(prec or 128)  # the region engine's default precision
+    bits = int(prec)
     assert relu_regions_min_ops(schedule, most, False, bits) <= RELU_REGIONS_MAX_OPS
     assert relu_regions_min_ops(schedule, most + 1, False, bits) > RELU_REGIONS_MAX_OPS
     assert not out.exists()
-    if prec is None:  # the vectorised engine's enclosures are still given (53 bits)
-        assert len(payload["enclosures"]) == 4 and "with no certificate" in payload["message"]
-    else:
-        assert "enclosures" not in payload
+    assert "enclosures" not in payload
+
+
+def test_cli_default_certifies_the_bench_shape_by_rule_relu_vectorised(tmp_path, capsys):
+    """The same 4 points at the default precision: the vectorised engine, VERIFIED."""
+    s, x = _bench_shape(tmp_path, 4)
+    out = tmp_path / "cert.json"
+    assert main(["flow", "--schedule", str(s), "--points", str(x), "--out", str(out)]) == 0
+    assert "VERIFIED" in capsys.readouterr().out
+    assert json.loads(out.read_text())["hints"]["method"] == "relu-vectorised"
+
+
+def test_cli_refuses_relu_vectorised_at_once_over_its_limit(tmp_path, capsys, monkeypatch):
+    """With the checker's limit below the producer's lower bound for 4 points, certified flow
+    refuses before running the engine, with the number of points per file that fit."""
+    import certified.checker._relu_vec_rule as rule
+    from certified.certificates.flow import relu_vectorised_min_cost
+
+    s, x = _bench_shape(tmp_path, 4)
+    schedule = Schedule.from_json(json.loads(s.read_text()))
+    monkeypatch.setattr(rule, "MAX_RELU_VEC_COST", relu_vectorised_min_cost(schedule, 2))
+    import certified.flow.api as api
+
+    def no_engine(*args, **kwargs):
+        raise AssertionError("the engine ran before the refusal")
+
+    monkeypatch.setattr(api, "enclose_flow", no_engine)
+    out = tmp_path / "cert.json"
+    args = ["flow", "--schedule", str(s), "--points", str(x), "--out", str(out), "--json"]
+    assert main(args) == 1
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["verdict"] == "UNDECIDED" and not out.exists()
+    message = payload["message"]
+    assert "checker's limit" in message
+    most = int(re.search(r"files of at most about (\d+)", message).group(1))
+    assert 1 <= most < 4 and relu_vectorised_min_cost(schedule, most) <= rule.MAX_RELU_VEC_COST
 
 
 def test_cli_still_certifies_within_the_budget(tmp_path, capsys):
@@ -142,7 +175,8 @@ def test_cli_refusal_only_for_rule_relu_regions(tmp_path, capsys, monkeypatch):
         s.write_text(json.dumps(spec))
         x.write_text(json.dumps({"X": [[0.25, -0.5], [0.5, 0.125]]}))
         out = tmp_path / f"cert{code}.json"
-        assert main(["flow", "--schedule", str(s), "--points", str(x), "--out", str(out)]) == code
+        args = ["flow", "--schedule", str(s), "--points", str(x), "--out", str(out)]
+        assert main([*args, "--prec", "128"]) == code
         text = capsys.readouterr().out
         assert out.exists() == (code == 0)
         assert ("VERIFIED" if code == 0 else "checker's limit") in text
