@@ -153,7 +153,11 @@ def from_fmpq(values: list[fmpq]) -> Iv:
     """The tightest float intervals around exact rationals."""
     lo, hi = np.empty(len(values)), np.empty(len(values))
     for i, q in enumerate(values):
-        f = float(q) if abs(q.p) < 2**1000 and q.q < 2**1000 else math.nan
+        p, den = int(q.p), int(q.q)
+        if den & (den - 1) == 0 and -(2**53) < p < 2**53 and den.bit_length() < 1000:
+            lo[i] = hi[i] = math.ldexp(p, 1 - den.bit_length())  # a double: exact
+            continue
+        f = float(q) if abs(p) < 2**1000 and den < 2**1000 else math.nan
         if math.isfinite(f) and fmpq(*f.as_integer_ratio()) == q:  # a double: exact
             lo[i] = hi[i] = f
         else:

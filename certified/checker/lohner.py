@@ -16,7 +16,7 @@ from .taylor import ReplayError, field_jets
 __all__ = ["MAX_TAYLOR_OPS", "SUPPORTED", "LohnerSet", "lohner_step", "replay_cost", "replay_flow",
            "supported"]  # fmt: skip
 
-MAX_TAYLOR_OPS = 2 * 10**8  # estimated arb operations of a replay (about a minute)
+MAX_TAYLOR_OPS = 6 * 10**8  # estimated cost of a replay, in units of ~0.1 us (about a minute)
 
 _ZERO = arb(0)
 
@@ -121,30 +121,32 @@ def replay_cost(field, n: int, steps: int, K: int, m: float, prec: int, arithmet
     """Estimated cost of ``replay_flow`` in arb operations (about 0.1 us each; m: the mean
     variational order), proofs/format.md section 7, cost."""
     d = field.dimension
-    if arithmetic == "float64":  # float64 intervals: numpy calls and elements
-        groups, conv = _group_count(field), _conv_nodes(field)
+    if arithmetic == "float64":  # float64 intervals: numpy calls per step, cells per set
+        groups, active, conv = _shape(field)
         calls = 10 * groups * (2 * K + 2 * m + 1) + 15 * min(conv, 4) * (K * K + 2 * m * m)
-        cells = 15 * len(field.nodes) * (2 * K + (d + 1) * (2 * m + 1))
-        cells += 15 * conv * (K * K + (d + 1) * m * m)
-        return int(steps * (100 * calls + n * cells // 10 + 30 * n * d**3))
+        cells = 15 * active * (2 * K + (d + 1) * (2 * m + 1)) + 15 * conv * (
+            K * K + (d + 1) * m * m
+        )
+        return int(steps * (5 * calls + n * (cells // 40 + 8 * d**3)))
     return int(
         n * steps * (field.cost * (K * K + 3 * (d + 1) * m * m) + 20 * d**3) * (1 + prec // 256)
     )
 
 
-def _group_count(field) -> int:
-    """An upper bound on the groups of ``jets64.Program``: distinct (depth, operation)."""
-    depth, keys = [], set()
-    for op, *a in field.nodes:
+def _shape(field) -> tuple[int, int, int]:
+    """For the float64 cost: an upper bound on the groups of ``jets64.Program`` (distinct depth
+    and operation, twice), the nodes computed at every order (neither constant nor a product by
+    a constant, which matrix products absorb) and those whose coefficients are convolutions."""
+    depth, keys, active, conv = [], set(), 0, 0
+    series = ("mul", "div", "sqr", "sqrt", "exp", "log", "tanh", "sigmoid")
+    for i, (op, *a) in enumerate(field.nodes):
         depth.append(0 if op in ("x", "p", "c") else 1 + max(depth[j] for j in a))
         keys.add((depth[-1], op))
-    return 2 * len(keys)
-
-
-def _conv_nodes(field) -> int:
-    """Nodes whose coefficients are convolutions (products of two series, series functions)."""
-    series = ("mul", "div", "sqr", "sqrt", "exp", "log", "tanh", "sigmoid")
-    return sum(1 for i, (op, *_) in enumerate(field.nodes) if not field.const[i] and op in series)
+        scaled = op == "mul" and (field.const[a[0]] or field.const[a[1]])
+        if not field.const[i] and not scaled:
+            active += 1
+            conv += op in series
+    return 2 * len(keys), active, conv
 
 
 def replay_flow(

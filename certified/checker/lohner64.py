@@ -24,6 +24,10 @@ def _point(x: np.ndarray) -> Iv:
     return Iv(x, x.copy())
 
 
+def _stack(a: Iv, b: Iv) -> Iv:
+    return Iv(np.concatenate([a.lo, b.lo]), np.concatenate([a.hi, b.hi]))
+
+
 def _matvec(C: np.ndarray, r: Iv) -> Iv:
     """C r for exact C (n, d, d) and intervals r (n, d)."""
     out = r[:, :1].scale(C[:, :, 0])
@@ -123,12 +127,13 @@ def lohner_step64(prog: Program, params: Iv, S: Sets, h: fmpq, B: Iv, K: int, m:
     e = from_arb([(arb(float(x)) * arb(h)).exp() - 1 for x in L.tolist()]).hi
     VB = ident + Iv(np.broadcast_to(-e[:, None, None], (n, d, d)).copy(),
                     np.broadcast_to(e[:, None, None], (n, d, d)).copy())  # fmt: skip
-    rem = jets64(prog, params, B, None, K)[K][..., 0]
-    at = jets64(prog, params, _point(S.centre), None, K - 1)
-    inc = hb * _poly([at[k][..., 0] for k in range(1, K)] + [rem], hb)
-    vrem = jets64(prog, params, B, VB, m)[m]
-    vx = jets64(prog, params, X, ident, m - 1)
-    J = _poly([vx[k][..., 1:] for k in range(m)] + [vrem[..., 1:]], hb)  # (n, d, d)
+    # one call for the order-K series over B (remainder) and at the centres, one for the
+    # variational series over B (remainder, seeds V_B) and over X (seeds I): sets stacked
+    both = jets64(prog, params, _stack(B, _point(S.centre)), None, K)
+    rem = both[K][:n, :, 0]
+    inc = hb * _poly([both[k][n:, :, 0] for k in range(1, K)] + [rem], hb)
+    var = jets64(prog, params, _stack(B, X), _stack(VB, ident), m)
+    J = _poly([var[k][n:, :, 1:] for k in range(m)] + [var[m][:n, :, 1:]], hb)  # (n, d, d)
     A = _imatmul(J, _point(S.C))
     centre = S.centre + (inc.lo + inc.hi) / 2  # any doubles
     z = (_point(S.centre) - _point(centre)) + inc
