@@ -23,6 +23,12 @@ def gradient_instance(result) -> tuple[dict[str, Any], dict[str, Any]]:
 
     Guarantee: exact (the problem and the steps as computed)."""
     problem, h = result.problem, result.hints
+    if h.get("method") == "float64":
+        from certified.errors import InputError
+
+        raise InputError(
+            "certificate: the float64 path has no certificate; compute with method='replay'"
+        )
     if "relu_patterns" in h:
         from certified.errors import InputError
 
@@ -87,7 +93,7 @@ def gradient_certificate(result) -> dict[str, Any]:
     Raises InputError when the checker's replay would exceed its resource limit.
 
     Guarantee: none (the checker decides)."""
-    if "relu_patterns" not in result.hints:
+    if "relu_patterns" not in result.hints and result.hints.get("method") != "float64":
         _check_cost(result)
     instance, hints = gradient_instance(result)
     claim = {
