@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     schedule, X, Y = read_problem(args)
-    result = certified_gradient(schedule, X, Y, eps=args.eps, prec=args.prec)
+    result = certified_gradient(schedule, X, Y, eps=args.eps, prec=args.prec, for_certificate=True)
     if "relu_patterns" in result.hints:  # computed and certified, but no checker rule
         path, message = (
             None,

@@ -73,7 +73,11 @@ def certified_descent(
         raise InputError(f"--lr: {lr} is not positive; the learning rate must be > 0")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise InputError(f"--steps: expected an integer >= 1, got {steps!r}")
-    results = [certified_gradient(model, points, targets, eps=eps, prec=prec, order=order)]
+    results = [
+        certified_gradient(
+            model, points, targets, eps=eps, prec=prec, order=order, for_certificate=True
+        )
+    ]
     stopped = "steps"
     for k in range(steps):
         current = results[-1]

@@ -159,6 +159,7 @@ def certified_gradient(
     order: int | None = None,
     max_step: Any = None,
     method: str = "replay",
+    for_certificate: bool = False,
 ) -> GradientEnclosure:
     """Enclosures of the loss J and of its gradient with respect to every piece's parameters.
 
@@ -173,6 +174,8 @@ def certified_gradient(
         written as a certificate) or "float64" (tanh / sigmoid schedules at 53 bits: the same
         mathematics in float64 intervals vectorised over the points, :mod:`certified.training.fast`;
         no certificate)
+    for_certificate : refuse (InputError) before the replay when the checker's replay of the
+        result would exceed its resource limit
 
     Raises
     ------
@@ -234,6 +237,19 @@ def certified_gradient(
         raise InputError(f"the flow cannot be enclosed: {res.message}")
     steps, boxes = res.hints["steps"], _exact_boxes(res.hints["boxes"])
     K, m = res.hints["order"], policy.jacobian_order
+    if for_certificate:  # refuse now what the checker would refuse after hours of replay
+        from certified.checker.lohner import MAX_TAYLOR_OPS
+        from certified.checker.sensitivity import sensitivity_cost
+
+        total = sum(len(s) for s in steps)
+        cost = sensitivity_cost(problem.field.expression, X.shape[0], total, K, m, prec)
+        if cost > MAX_TAYLOR_OPS:
+            most = max(1, int(X.shape[0] * MAX_TAYLOR_OPS / cost))
+            raise InputError(
+                f"--points: a certificate for {X.shape[0]} points would cost the checker about "
+                f"{cost:.2g} operations (limit {MAX_TAYLOR_OPS:.2g}): certify at most about "
+                f"{most} points per certificate (split the points file), or fewer pieces"
+            )
     with precision(prec):
         pieces = [(p.duration, [flint.arb(v) for v in p.values]) for p in problem.pieces]
         try:
