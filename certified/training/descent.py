@@ -66,8 +66,14 @@ def certified_descent(
 
     Guarantee: ``results[k+1].loss[1] < results[k].loss[0]`` for every k, each result an
     enclosure of J and grad J at its iterate."""
+    from certified.models import Schedule
     from certified.training.gradient import certified_gradient
 
+    if isinstance(model, Schedule) and model.activation.is_piecewise_linear:
+        raise InputError(
+            f"activation: certified descent needs a certificate per iterate; "
+            f"{model.activation.value} gradients have none yet: use tanh or sigmoid"
+        )
     lr = to_fmpq(lr, "--lr")
     if not lr > 0:
         raise InputError(f"--lr: {lr} is not positive; the learning rate must be > 0")

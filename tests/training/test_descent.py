@@ -59,6 +59,9 @@ def test_bad_learning_rates_and_steps_are_refused():
             certified_descent(schedule, X, Y, lr=lr, steps=1)
     with pytest.raises(InputError, match="steps"):
         certified_descent(schedule, X, Y, lr="1/10", steps=0)
+    relu, _, _ = small_problem("relu")
+    with pytest.raises(InputError, match="relu"):
+        certified_descent(relu, X, Y, lr="1/10", steps=1)
 
 
 def _files(tmp_path):
