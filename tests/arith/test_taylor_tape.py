@@ -412,6 +412,7 @@ def test_parameter_and_constant_intervals_are_outward():
     assert Fraction(tape.const_lo[0]) < Fraction(1, 3) < Fraction(tape.const_hi[0])
 
 
+@pytest.mark.recompile  # compiles a mutated kernel module (minutes): `pytest -m recompile`
 def test_radius_without_the_rounding_term_is_caught(monkeypatch, no_rounding_tape_jets):
     def prop_graphs(graph, seed):
         _, _, _, bad = check_graph(*graph, seed, 4, 0.0, 1)
@@ -592,6 +593,7 @@ def unpaired_tail_tape_jets(tmp_path_factory):
     return _mutated_tape_jets(tmp_path_factory, "unpaired", good, "pass")
 
 
+@pytest.mark.recompile  # compiles a mutated kernel module (minutes): `pytest -m recompile`
 @pytest.mark.parametrize("name", ["mispaired_tape_jets", "unpaired_tail_tape_jets"])
 def test_broken_pairing_is_caught(monkeypatch, request, name):
     def prop(seed):
