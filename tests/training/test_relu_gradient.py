@@ -80,3 +80,21 @@ def test_relu_gradients_are_not_written_as_certificates():
     r = certified_gradient(_scalar("1/2", "1", "1/4"), [["3/10"]], [["1/2"]])
     with pytest.raises(Exception, match="no checker rule"):
         gradient_certificate(r)
+
+
+def test_cli_a_kink_exits_2_naming_it(tmp_path, capsys):
+    import json
+
+    from certified.cli import main
+
+    (tmp_path / "s.json").write_text(json.dumps(_scalar("1/2", "1", "-3/10").to_json()))
+    (tmp_path / "x.json").write_text(json.dumps({"X": [["3/10"]]}))
+    (tmp_path / "y.json").write_text(json.dumps({"X": [["1/2"]]}))
+    out = tmp_path / "c.json"
+    argv = ["gradient", "--schedule", str(tmp_path / "s.json"), "--points",
+            str(tmp_path / "x.json"), "--targets", str(tmp_path / "y.json")]  # fmt: skip
+    argv += ["--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "NOT_DIFFERENTIABLE" in err and "neuron 0" in err and err.count("\n") == 1
+    assert not out.exists()
