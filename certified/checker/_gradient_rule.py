@@ -125,7 +125,12 @@ def check_training_v1(instance: Any, claim: Any, hints: Any) -> str:
     for k, (inst, h) in enumerate(zip(iterates, steps, strict=True)):
         loss, grads, (_, _, _, prec) = replay_gradient(inst, h, budget)
         same = ("field", "points", "targets", "eps", "time")
-        if k and any(inst[key] != iterates[0][key] for key in same):
+        durations = [
+            [exact(p["duration"], "duration") for p in it["pieces"]] for it in (inst, iterates[0])
+        ]
+        if k and (
+            durations[0] != durations[1] or any(inst[key] != iterates[0][key] for key in same)
+        ):
             raise Rejected(
                 f"instance.iterates[{k}]: not the problem of iterate 0 (only the "
                 "pieces' parameters may change)"
