@@ -245,7 +245,7 @@ def flow_certificate(
             if method == "laminar-exact"
             else _relu_hints(extra_hints)
             if method == "relu-regions"
-            else {"method": method, "pieces": extra_hints["pieces"], "steps": extra_hints["steps"]}
+            else {"method": method, **extra_hints}
         ),
     }
 
@@ -396,6 +396,8 @@ def relu_vectorised_certificate(
     plan: Mapping[str, Any] | None = None,
     boxes: Any = None,
     repairs: int = 12,
+    partition: list | None = None,
+    leaves: Any = None,
 ) -> dict[str, Any]:
     """A certificate of rule relu-vectorised from the vectorised engine's step plan
     (``result.hints["plan"]`` of :func:`certified.flow.enclose_flow`, ``method="vectorised"``).
@@ -422,8 +424,10 @@ def relu_vectorised_certificate(
         raise InputError("plan: give the vectorised engine's hints['plan']")
     schedule = _schedule(schedule_json)
     d, n_boxes = schedule.dimension, boxes is not None
-    starts = (
-        to_fmpq_array(boxes, "boxes") if n_boxes else _exact_matrix(points, "points", (None, d))
+    starts = (  # with a partition (one flat tree per box), its leaves ``leaves`` are replayed
+        to_fmpq_array(boxes if partition is None else leaves, "boxes")
+        if n_boxes
+        else _exact_matrix(points, "points", (None, d))
     )
     n = starts.shape[0]
     pieces = [Piece(p, f"pieces[{j}]", d) for j, p in enumerate(_piece_strings(schedule))]
@@ -464,6 +468,15 @@ def relu_vectorised_certificate(
         raise InputError(f"no certificate: {len(todo)} sets still fail after {repairs} repairs")
     enc = np.stack([lo, hi], axis=-1)
     final = {"pieces": plan["pieces"], "steps": ["/".join(s) for s in steps]}
+    if partition is not None:  # one claim per input box: the hull of its leaves' enclosures
+        owner = np.repeat(np.arange(len(partition)), [t.count(None) for t in partition])
+        enc = np.array([np.stack([enc[owner == i, :, 0].min(axis=0),
+                                  enc[owner == i, :, 1].max(axis=0)], axis=-1)
+                        for i in range(len(partition))])  # fmt: skip
+        final["partition"] = [
+            [exact_number(v) if isinstance(v, float) else v for v in tree] for tree in partition
+        ]
+        starts = to_fmpq_array(boxes, "boxes")
     return flow_certificate(schedule, None if n_boxes else starts, enclosures=enc,
                             method="relu-vectorised", extra_hints=final,
                             boxes=starts if n_boxes else None)  # fmt: skip

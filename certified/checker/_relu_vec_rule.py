@@ -10,23 +10,20 @@ enclosure is recomputed. numpy is imported here only (the argument: checker_soun
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import flint
 import numpy as np
 
 from ._parse import Rejected, array, fields, small_integer
+from ._partition import partition_leaves
+from ._relu_vec_plan import plans
 
 arb = flint.arb
 
 U, ETA, PHI = 2.0**-53, 2.0**-1074, 2.0**-53 + 2.0**-105
 FLOOR, BUMP = 2.0**-900, 1.0 + 8.0 * 2.0**-53  # radius rule, bounds.md#relu-vec-matvec
-MAX_RELU_VEC_COST = 10**12  # cost units of the replay (about 1 ns each; format.md section 4)
-ROUND_COST, STEP_COST, EIG_COST = 10**5, 6, 40  # a round per K + 4; a step per K(d+4)(p+4); d^3
-UNITS, CHUNK = (ROUND_COST, STEP_COST, EIG_COST), 1024
-_PIECE = re.compile(r"(?:R|[rw][1-9][0-9]{0,15})*")
-_TOKEN = re.compile(r"R|([rw])([0-9]+)")
+CHUNK = 1024  # sets per numpy batch (single-threaded BLAS sizes)
 
 
 def _fpu_ok() -> bool:
@@ -218,7 +215,8 @@ def region_step(vp: VecPiece, c, r, h, cache):
     corr = up((changed * vp.nu[None, :]).sum(axis=1) * (1.0 + 2.0 * (vp.p + 2) * U))
     mu = np.clip(np.minimum(mu, up(c_mu + corr)), 0.0, vp.L)
     x = up(h * mu)
-    tube = up(up(r * up(1.0 + up(x + up(x * x)))) + rho)  # e^x <= 1 + x + x^2 on [0, 1/2]
+    growth = up(1.0 + up(x + up(x * x)))  # e^x <= 1 + x + x^2 on [0, 1/2]
+    tube = up(up(r * growth) + rho)
     ok = _signs(zm, zr, active, vp.check, up(tube[:, None] * vp.anorm[None, :]))
     return ok, Sm, up(tube + norm_up(Sr))
 
@@ -248,16 +246,20 @@ def _signs(zm, zr, pos, check, m):
     return (ok | (mono & ends) | ~check[None, :]).all(axis=1)
 
 
-def window_step(vp: VecPiece, c, r, w_lo, w_hi):
-    """x(w) for w in [w_lo, w_hi], L w_hi <= 1/2, any regions (bounds.md#relu-vec-window)."""
-    Zm, Zr = _matvec(c, rad(vp.g_d * np.abs(c)), vp.At, vp.Aabs, vp.F_d, vp.b)
+def _field(vp: VecPiece, Zm, Zr):
+    """f(c) = W sigma(z) in midpoint-radius form from the neuron values z in <Zm, Zr>."""
     lo, hi = dn(Zm - Zr), up(Zm + Zr)
     a_lo, a_hi = dn(vp.a_m - vp.a_r), up(vp.a_m + vp.a_r)
     s_lo = np.where(lo >= 0, lo, dn(lo * a_hi))  # sigma increasing; alpha z in [a_hi z, a_lo z]
     s_hi = np.where(hi >= 0, hi, up(hi * a_lo))
     sm = 0.5 * (s_lo + s_hi)
     sr = up(np.maximum(s_hi - sm, sm - s_lo))
-    fm, fr = _matvec(sm, rad(sr + vp.g_p * np.abs(sm)), vp.Wt, vp.Wabs, vp.F_p)
+    return _matvec(sm, rad(sr + vp.g_p * np.abs(sm)), vp.Wt, vp.Wabs, vp.F_p)
+
+
+def window_step(vp: VecPiece, c, r, w_lo, w_hi):
+    """x(w) for w in [w_lo, w_hi], L w_hi <= 1/2, any regions (bounds.md#relu-vec-window)."""
+    fm, fr = _field(vp, *_matvec(c, rad(vp.g_d * np.abs(c)), vp.At, vp.Aabs, vp.F_d, vp.b))
     wm = 0.5 * (w_lo + w_hi)
     wr = up(np.maximum(w_hi - wm, wm - w_lo))  # bounds.md#matmul: >= both exact differences
     pm = fm * wm[:, None]
@@ -271,62 +273,6 @@ def window_step(vp: VecPiece, c, r, w_lo, w_hi):
     ew = up(1.0 + up(2.0 * Lw))  # e^x <= 1 + 2x on [0, 1]
     Rw = up(up(r * ew) + up(up(norm_up(up(np.abs(fm) + fr)) * w_hi) * ew))
     return cm, up(up(r + up(Lw * Rw)) + norm_up(half))
-
-
-def _tokens(text: Any, vp: VecPiece, where: str, memo: dict) -> list[tuple[int, int]]:
-    """The steps (1: region, 2: window; ticks) of one piece string; they tile the piece."""
-    got = memo.get((text, id(vp)))
-    if got is None:
-        if not isinstance(text, str) or _PIECE.fullmatch(text) is None:
-            raise Rejected(f"{where}: expected tokens R, r<ticks>, w<ticks>")
-        got, left = [], vp.ticks
-        for m in _TOKEN.finditer(text):
-            kind, n = (1, min(vp.step, left)) if m[0] == "R" else (1 + (m[1] == "w"), int(m[2]))
-            if not 1 <= n <= min(vp.step, left):
-                raise Rejected(f"{where}: a step of {n} ticks: empty, over the step or the end")
-            got.append((kind, n))
-            left -= n
-        if left:
-            raise Rejected(f"{where}: the steps stop {left} ticks before the end of the piece")
-        memo[(text, id(vp))] = got
-    return got
-
-
-def plans(steps: Any, vps: list[VecPiece], n: int) -> tuple[list, int]:
-    """Per piece its rounds (sets, kinds, ticks), and the replay's cost estimate (refused over
-    the limit before anything is allocated per round)."""
-    rows, memo, steps = [[] for _ in vps], {}, array(steps, "hints.steps", n)
-    count = [sum(map(t.count, "Rrw")) if isinstance(t, str) else 0 for t in steps]
-    least = min(STEP_COST * vp.K * (vp.d + 4) * (vp.p + 4) for vp in vps)  # before parsing:
-    _limit(ROUND_COST * 7 * max(count) + least * sum(count))  # rounds >= one set's tokens
-    for q, text in enumerate(steps):
-        parts = text.split("/") if isinstance(text, str) else None
-        if parts is None or len(parts) != len(vps):
-            raise Rejected(f"hints.steps[{q}]: expected {len(vps)} pieces separated by '/'")
-        for j, part in enumerate(parts):
-            rows[j].append(_tokens(part, vps[j], f"hints.steps[{q}] piece {j}", memo))
-    cost = 0
-    for vp, row in zip(vps, rows, strict=True):
-        steps_j = sum(map(len, row)) + n * (vp.tail > 0)
-        cost += max(map(len, row)) * ROUND_COST * (vp.K + 4) + EIG_COST * n * vp.d**3
-        cost += STEP_COST * steps_j * vp.K * (vp.d + 4) * (vp.p + 4)
-    _limit(cost)
-    out = []
-    for row in rows:
-        lens, rounds = np.array([len(t) for t in row]), []
-        for s in range(int(lens.max())):
-            sel = np.nonzero(lens > s)[0]
-            kt = np.array([row[q][s] for q in sel], dtype=np.int64)
-            rounds.append((sel, kt[:, 0], kt[:, 1]))
-        out.append(rounds)
-    return out, cost
-
-
-def _limit(cost: int) -> None:
-    if cost > MAX_RELU_VEC_COST:
-        raise Rejected(
-            f"resource limit: the replay costs about {cost:.2g}, over {MAX_RELU_VEC_COST:.0g}"
-        )
 
 
 def _replay(vps: list[VecPiece], c, r, plan: list):
@@ -397,18 +343,19 @@ def replay_relu_vectorised(pieces: list, sets: list, hints: Any, al: flint.fmpq,
 def check_relu_vectorised(pieces, sets, claim, hints, al, boxes: bool) -> str:
     """Check enclosures (claim: N x d x (lo, hi)) of a (leaky, slope al) ReLU flow from points
     or boxes by the replay above; return a summary or raise Rejected."""
+    owner = range(len(sets))  # boxes split by hints.partition: its leaves are the sets replayed
+    if boxes and isinstance(hints, dict) and "partition" in hints:
+        tree, hints = hints["partition"], {k: v for k, v in hints.items() if k != "partition"}
+        sets, owner = partition_leaves(tree, "hints.partition", sets)
     lo, hi, failed = replay_relu_vectorised(pieces, sets, hints, al, boxes)
     if failed:
         q, (j, s) = min(failed.items())
         raise Rejected(f"hints.steps[{q}]: piece {j}, step {s}: region membership not certified")
-    for q, row in enumerate(claim):
-        for k, (a, b) in enumerate(row):
+    for q, i in enumerate(owner):
+        for k, (a, b) in enumerate(claim[i]):
             x, y = float(lo[q, k]), float(hi[q, k])
             if not (math.isfinite(x) and math.isfinite(y)):
-                raise Rejected(f"claim.enclosures[{q}][{k}]: the replayed ball is not finite")
-            if not (
-                a <= flint.fmpq(*x.as_integer_ratio()) and flint.fmpq(*y.as_integer_ratio()) <= b
-            ):
-                raise Rejected(f"claim.enclosures[{q}][{k}]: does not contain the replayed ball")
-    what = "boxes" if boxes else "points"
-    return f"rule relu-vectorised: {len(sets)} {what}, {len(pieces)} pieces, enclosures"
+                raise Rejected(f"claim.enclosures[{i}][{k}]: set {q}'s replayed ball is not finite")
+            if not a <= flint.fmpq(*x.as_integer_ratio()) or flint.fmpq(*y.as_integer_ratio()) > b:
+                raise Rejected(f"claim.enclosures[{i}][{k}]: does not contain set {q}'s ball")
+    return f"rule relu-vectorised: {len(claim)} {'boxes' if boxes else 'points'}, enclosures"

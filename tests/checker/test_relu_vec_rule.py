@@ -243,3 +243,48 @@ def test_certificate_round_trips_through_json(good):
     from certified.checker import check_bytes
 
     assert check_bytes(json.dumps(good).encode()).verified
+
+
+def test_split_boxes_partition_is_checked():
+    """Boxes split by the producer (hints.partition, one flat tree per box): VERIFIED, the claim
+    of each input box contains its leaves' replays; a cut moved, a leaf missing, a partition
+    given for points: REJECTED."""
+    from certified.certificates.flow import relu_vectorised_certificate
+    from certified.flow.relu._split import split_relu_boxes
+
+    Ws, As, bs, rng = _random(9, 3, 4, 2)
+    sched = _schedule(Ws, As, bs, [F(1, 4), F(1, 4)])
+    lo = rng.uniform(-1, 1, size=(3, 3))
+    hi = lo + 0.2
+    sp = split_relu_boxes(sched, lo, hi, 8)
+    cert = relu_vectorised_certificate(
+        sched,
+        None,
+        {"pieces": sp.pieces, "steps": sp.steps},
+        boxes=np.stack([lo, hi], -1),
+        partition=sp.trees,
+        leaves=np.stack([sp.lo, sp.hi], -1),
+    )
+    assert check_certificate(cert).verified
+    split = [q for q, t in enumerate(cert["hints"]["partition"]) if len(t) > 1]
+    if not split:
+        pytest.skip("no box was split (none met a hyperplane)")
+    q = split[0]
+    moved = copy.deepcopy(cert)
+    tree = moved["hints"]["partition"][q]
+    axis, cut = tree[0], to_fmpq(tree[1])
+    box = moved["instance"]["boxes"][q][axis]
+    tree[1] = str((3 * to_fmpq(box[0]) + cut) / 4)  # a different (valid) cut
+    _rejected(moved, "does not contain", "region membership")
+    missing = copy.deepcopy(cert)
+    missing["hints"]["partition"][q] = missing["hints"]["partition"][q][:-1]
+    _rejected(missing, "ends early")
+    outside = copy.deepcopy(cert)
+    outside["hints"]["partition"][q][1] = str(to_fmpq(box[1]) + 1)  # a cut outside the box
+    _rejected(outside, "strictly inside")
+
+
+def test_partition_is_refused_for_points(good):
+    c = copy.deepcopy(good)
+    c["hints"]["partition"] = [[None]] * len(c["claim"]["enclosures"])
+    _rejected(c, "unknown field")

@@ -131,7 +131,7 @@ def test_cli_default_certifies_the_bench_shape_by_rule_relu_vectorised(tmp_path,
 def test_cli_refuses_relu_vectorised_at_once_over_its_limit(tmp_path, capsys, monkeypatch):
     """With the checker's limit below the producer's lower bound for 4 points, certified flow
     refuses before running the engine, with the number of points per file that fit."""
-    import certified.checker._relu_vec_rule as rule
+    import certified.checker._relu_vec_plan as rule
     from certified.certificates.flow import relu_vectorised_min_cost
 
     s, x = _bench_shape(tmp_path, 4)
