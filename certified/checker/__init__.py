@@ -37,6 +37,7 @@ from ._parse import (
     show,
 )
 from ._separation_rule import MAX_SEPARATION_COST, check_separation_v1, gradient_coordinate
+from ._transformer_rule import check_transformer_cluster_v1
 from ._wasserstein_rule import check_wasserstein_v1
 from .flow import check_flow_v1
 
@@ -54,7 +55,9 @@ KINDS = {  # the known certificate kinds and, for each, the checker of each know
     "interpolation": {1: check_interpolation_v1},
     "entropic": {1: check_entropic_v1},
     "transport-to-cube": {1: check_cube_v1},
-    "gradient": {1: check_gradient_v1}, "training": {1: check_training_v1},
+    "gradient": {1: check_gradient_v1},
+    "training": {1: check_training_v1},
+    "transformer-cluster": {1: check_transformer_cluster_v1},
 }
 
 

@@ -1,0 +1,66 @@
+"""Kind ``transformer-cluster`` v1 (proofs/transformers.md §4): the flow of an expression field
+from n tokens of R^d (the state: their coordinates, token after token) is certified by the
+generic rule ``taylor-lohner``; from the final enclosures, the squared diameter of the token
+cloud max_{i<j} |x_i(T) - x_j(T)|^2 is bounded exactly. VERIFIED: an exact witness u with
+<u, x_i(0)> > 0 for every token (the tokens lie in an open hemisphere) and the upper bound
+<= eps^2. REFUTED: the lower bound > eps^2."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flint
+
+from ._field_rule import check_field_flow
+from ._parse import Rejected, array, box_rows, exact, fields, matrix, small_integer, string, vector
+
+_ZERO = flint.fmpq(0)
+
+
+def _diameter_sq(boxes: list, n: int, d: int) -> tuple[flint.fmpq, flint.fmpq]:
+    """(lower, upper) on max_{i<j} |x_i - x_j|^2 for x_i in the box of token i (exact)."""
+    tok = [boxes[i * d : (i + 1) * d] for i in range(n)]
+    lower = upper = _ZERO
+    for i in range(n):
+        for j in range(i + 1, n):
+            up = gap = _ZERO
+            for (a_lo, a_hi), (b_lo, b_hi) in zip(tok[i], tok[j], strict=True):
+                up += max(a_hi - b_lo, b_hi - a_lo) ** 2
+                gap += max(_ZERO, a_lo - b_hi, b_lo - a_hi) ** 2
+            lower, upper = max(lower, gap), max(upper, up)
+    return lower, upper
+
+
+def check_transformer_cluster_v1(instance: Any, claim: Any, hints: Any) -> str:
+    """Check a clustering verdict; return a summary (Rejected on any failure)."""
+    fields(instance, "instance", ("flow", "tokens", "dimension"))
+    fields(claim, "claim", ("flow", "verdict", "eps", "diameter_squared", "witness"))
+    n = small_integer(instance["tokens"], "instance.tokens", 2, 10_000)
+    d = small_integer(instance["dimension"], "instance.dimension", 1, 10_000)
+    summary = check_field_flow(instance["flow"], claim["flow"], hints)
+    flow = instance["flow"]
+    if not isinstance(flow, dict) or "points" not in flow:
+        raise Rejected("instance.flow: the tokens must be given as points")
+    (start,) = matrix(flow["points"], "instance.flow.points", 1, n * d)
+    encl = array(claim["flow"]["enclosures"], "claim.flow.enclosures")
+    (final,) = box_rows(encl[-1], "claim.flow.enclosures[-1]", 1, n * d)
+    eps = exact(claim["eps"], "claim.eps")
+    if not eps > 0:
+        raise Rejected("claim.eps: must be > 0")
+    verdict = string(claim["verdict"], "claim.verdict", ("VERIFIED", "REFUTED"))
+    lower, upper = _diameter_sq(final, n, d)
+    bound = exact(claim["diameter_squared"], "claim.diameter_squared")
+    if verdict == "VERIFIED":
+        u = vector(claim["witness"], "claim.witness", d)
+        for i in range(n):
+            dot = sum((a * b for a, b in zip(u, start[i * d : (i + 1) * d], strict=True)), _ZERO)
+            if not dot > 0:
+                raise Rejected(f"claim.witness: <u, x_{i}> = {dot} is not > 0 (not a hemisphere)")
+        if not (upper <= bound <= eps * eps):
+            raise Rejected("claim.diameter_squared: not an upper bound <= eps^2 of the replay")
+    else:
+        if claim["witness"] is not None:
+            raise Rejected("claim.witness: must be null for REFUTED")
+        if not (eps * eps < bound <= lower):
+            raise Rejected("claim.diameter_squared: not a lower bound > eps^2 of the replay")
+    return f"{verdict} diameter^2 {'<=' if verdict == 'VERIFIED' else '>'} eps^2; {summary}"
