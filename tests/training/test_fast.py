@@ -16,6 +16,8 @@ from certified.training.gradient import certified_gradient
 def test_float64_path_contains_the_128_bit_replay(activation):
     schedule, X, Y = small_problem(activation)
     fast = certified_gradient(schedule, X, Y, eps="1/10", method="float64")
+    obj = schedule.to_json()
+    schedule = Schedule.from_json({**obj, "pieces": obj["pieces"][1:]})  # one piece: cheaper
     ref = certified_gradient(schedule, X[:1], Y[:1], eps="1/10", prec=128)
     one = certified_gradient(schedule, X[:1], Y[:1], eps="1/10", method="float64")
     assert one.loss[0] <= ref.loss[0] and ref.loss[1] <= one.loss[1]

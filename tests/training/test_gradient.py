@@ -168,6 +168,7 @@ def test_rescaling_a_piece_rescales_the_loss_part_of_grad_w():
 def test_central_differences_of_the_loss_agree_with_the_gradient():
     schedule, X, Y = small_problem()
     obj = schedule.to_json()
+    X, Y = X[1:], Y[1:]
     base = certified_gradient(schedule, X, Y, eps="1/10")
     delta = flint.fmpq(1, 10**4)
     k = base.names.index("A[0][1]")
@@ -211,12 +212,14 @@ def test_noether_identity_for_the_identity_activation():
 
 def test_the_certificate_is_verified_and_every_mutation_rejected():
     schedule, X, Y = small_problem()
+    obj = schedule.to_json()
+    schedule = Schedule.from_json({**obj, "pieces": obj["pieces"][:1]})  # one piece: cheaper
     result = certified_gradient(schedule, X[:1], Y[:1], eps="1/10")
     cert = gradient_certificate(result)
     assert check_certificate(cert).verified
     for mutate in (
         lambda c: c["claim"]["loss"].__setitem__(0, c["claim"]["loss"][1]),
-        lambda c: c["claim"]["gradient"][1][3].__setitem__(1, c["claim"]["gradient"][1][3][0]),
+        lambda c: c["claim"]["gradient"][0][3].__setitem__(1, c["claim"]["gradient"][0][3][0]),
         lambda c: c["instance"]["targets"][0].__setitem__(0, "7/8"),
         lambda c: c["instance"].__setitem__("eps", "1/5"),
         lambda c: c["instance"]["pieces"][0]["parameters"].__setitem__(0, "1"),
