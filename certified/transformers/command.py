@@ -1,0 +1,201 @@
+"""``certified transformer flow --instance F --out CERT [--save-at t1,..] [--json]`` and
+``certified transformer cluster --instance F --eps E --out CERT [--samples K] [--json]``.
+
+flow: the certified flow of the tokens (attention dynamics of the instance, proofs/
+transformers.md §1) through the generic rule ``taylor-lohner``; VERIFIED writes the re-checked
+certificate (exit 0), UNDECIDED writes nothing (exit 1).
+cluster: the hemisphere theorem's instance check (V = I, B = beta I): VERIFIED (hemisphere
+witness and certified diameter at T <= eps; the ``transformer-cluster`` certificate, re-checked,
+is written; exit 0), REFUTED (certified diameter > eps; exit 1, certificate written) or
+UNDECIDED (exit 1, nothing written). Bad input (tokens off the sphere, non-finite numbers,
+weights not summing to 1, parameters outside the theorem's setting, eps <= 0) exits 2 with one
+line, nothing written.
+
+Standard library only at module level (the registry imports it to build the parser).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["add_arguments", "demo_check", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of ``certified transformer``."""
+    parser.add_argument("action", choices=("flow", "cluster"), help="what to certify")
+    parser.add_argument(
+        "--instance",
+        type=Path,
+        required=True,
+        help='instance JSON {"tokens": n×d, "weights"?, "pieces": [{"duration", "V", "B", '
+        '"W"?, "U"?, "b"?, "activation"?, "heads"?}], "geometry"?, "normalisation"?, '
+        '"causal"?} or {"measures": [{"tokens", "weights"?}], ...} (proofs/transformers.md)',
+    )
+    parser.add_argument("--eps", help="cluster: diameter threshold eps > 0 (exact)")
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=16,
+        help="cluster: equally spaced times searched for the first certified diameter <= eps",
+    )
+    parser.add_argument("--save-at", help="flow: comma-separated earlier times also enclosed")
+    parser.add_argument("--out", type=Path, required=True, help="certificate file to write")
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+
+def _enclosures(instance, result) -> list:
+    from certified.certificates.flow import exact_number
+    from certified.transformers.flow import token_enclosures
+
+    out = []
+    for boxes in token_enclosures(instance, result):
+        for lo, hi in zip(boxes.lo.tolist(), boxes.hi.tolist(), strict=True):
+            out.append([[exact_number(a), exact_number(b)] for a, b in zip(lo, hi, strict=True)])
+    return out
+
+
+def _max_width(result) -> str:
+    from certified.flow.command import decimal_upper
+
+    w = result.final.hi - result.final.lo
+    return decimal_upper(float(w.max()))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the subcommand; CertifiedError / OSError propagate to the CLI (exit 2)."""
+    from certified._progress import Progress
+    from certified.arith.exact import to_fmpq
+    from certified.certificates import command_json, print_json, write_if_accepted
+    from certified.errors import InputError
+    from certified.transformers.instance import read_instance
+    from certified.verdict import Outcome
+
+    t0 = time.perf_counter()
+    progress = Progress("transformer")
+    if args.action == "cluster" and args.eps is None:
+        raise InputError("--eps: the cluster check needs the diameter threshold eps > 0")
+    if args.action == "flow" and args.eps is not None:
+        raise InputError("--eps: only for 'certified transformer cluster'")
+    if args.action == "cluster" and args.save_at is not None:
+        raise InputError("--save-at: only for 'certified transformer flow'")
+    if not isinstance(args.samples, int) or not 1 <= args.samples <= 1000:
+        raise InputError(f"--samples: expected an integer in [1, 1000], got {args.samples}")
+    with progress.stage(f"reading {args.instance}"):
+        instance = read_instance(args.instance)
+    if args.action == "cluster":
+        from certified.transformers.cluster import check_theorem_setting
+
+        check_theorem_setting(instance)
+        to_fmpq(args.eps, "--eps")
+        return _cluster(args, instance, progress, t0)
+    ts = []
+    if args.save_at:
+        ts = [to_fmpq(t.strip(), "--save-at") for t in args.save_at.split(",") if t.strip()]
+        if any(not 0 < t < instance.total_time for t in ts):
+            raise InputError(f"--save-at: times must lie in (0, {instance.total_time})")
+        ts = sorted(set(ts))
+    from certified.flow import flow_certificate_for
+    from certified.transformers.flow import transformer_flow
+
+    with progress.stage(f"certifying the flow (n = {sum(instance.sizes)}, d = {instance.d})"):
+        result = transformer_flow(instance, ts=ts)
+    fields: dict = {}
+    path, message = None, ""
+    if result.status.name != "SUCCESS":
+        message = result.message
+    else:
+        cert = flow_certificate_for(instance.problem, instance.state(), result)
+        with progress.stage("writing the certificate, re-checked by the checker first"):
+            path, check = write_if_accepted(Path(args.out), cert)
+        if path is None:
+            message = f"the checker did not accept: {check.reason}"
+        fields = {"enclosures": _enclosures(instance, result), "max_width": _max_width(result)}
+    outcome = Outcome.VERIFIED if path is not None else Outcome.UNDECIDED
+    seconds = time.perf_counter() - t0
+    scope = f"the tokens of {args.instance}, at t = {instance.total_time}"
+    if args.json:
+        print_json(command_json("transformer flow", outcome, path, seconds, scope=scope,
+                                **fields, message=message))  # fmt: skip
+    elif path is not None:
+        print(f"{outcome}: certificate written to {path} (max width {fields['max_width']})")
+    else:
+        print(f"{outcome}: {message}")
+    if path is None:
+        print(f"certified transformer flow: {message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cluster(args, instance, progress, t0) -> int:
+    from certified.arith.exact import fmpq_to_str
+    from certified.certificates import command_json, print_json, write_if_accepted
+    from certified.flow.command import decimal_upper
+    from certified.transformers.cluster import hemisphere_cluster
+    from certified.transformers.cluster_certificate import cluster_certificate
+    from certified.verdict import Outcome
+
+    with progress.stage(f"certifying the flow (n = {sum(instance.sizes)}, d = {instance.d})"):
+        verdict = hemisphere_cluster(instance, args.eps, samples=args.samples)
+    path, message = None, verdict.reason
+    outcome = verdict.outcome
+    if outcome is not Outcome.UNDECIDED:
+        with progress.stage("writing the certificate, re-checked by the checker first"):
+            cert = cluster_certificate(instance, args.eps, verdict)
+            path, check = write_if_accepted(Path(args.out), cert)
+        if path is None:
+            outcome, message = Outcome.UNDECIDED, f"the checker did not accept: {check.reason}"
+    fields: dict = {"reason": message}
+    if verdict.diameter_sq_upper is not None:
+        from flint import arb
+
+        up = arb(verdict.diameter_sq_upper).sqrt().upper()
+        fields["diameter_upper"] = decimal_upper(float(up.mid() + up.rad()))
+        fields["diameter_squared_upper"] = fmpq_to_str(verdict.diameter_sq_upper)
+        fields["diameter_squared_lower"] = fmpq_to_str(verdict.diameter_sq_lower)
+        fields["first_time"] = None if verdict.first_time is None else fmpq_to_str(
+            verdict.first_time)  # fmt: skip
+        fields["enclosures"] = _enclosures(instance, verdict.result)
+        fields["max_width"] = _max_width(verdict.result)
+    fields["hemisphere_witness"] = (
+        None if verdict.witness is None else [fmpq_to_str(q) for q in verdict.witness]
+    )
+    fields["switches"] = len(instance.pieces) - 1
+    seconds = time.perf_counter() - t0
+    scope = f"the tokens of {args.instance}, diameter at t = {instance.total_time}"
+    if args.json:
+        print_json(command_json("transformer cluster", outcome, path, seconds, scope=scope,
+                                **fields))  # fmt: skip
+    else:
+        print(f"{outcome}: {message}" + (f"; certificate written to {path}" if path else ""))
+    if outcome is not Outcome.VERIFIED:
+        if path is None:
+            print(f"certified transformer cluster: {message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def demo_check():
+    """``certified demo`` step: three orthonormal tokens on S^2 under self-attention (V = I,
+    B = I) for t = 1/4, the flow certificate re-checked by the checker.
+
+    Guarantee: passed implies the checker accepted the certificate.
+    """
+    from certified.checker import check_certificate
+    from certified.commands.records import DemoCheck
+    from certified.flow import flow_certificate_for
+    from certified.transformers import parse_instance, transformer_flow
+
+    E = [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
+    inst = parse_instance({"tokens": E[:2], "pieces": [{"duration": "1/4", "V": E, "B": E}]})
+    res = transformer_flow(inst)
+    cert = flow_certificate_for(inst.problem, inst.state(), res)
+    verdict = check_certificate(cert) if cert is not None else None
+    ok = verdict is not None and verdict.verified
+    width = float((res.final.hi - res.final.lo).max())
+    name = "self-attention: 2 tokens on S^2, t = 1/4 (certificate re-checked)"
+    detail = verdict.reason if verdict is not None else res.message
+    return DemoCheck(name, ok, width, detail, {"transformer_flow.json": cert} if ok else {})
