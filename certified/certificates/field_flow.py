@@ -39,6 +39,16 @@ def _box_hint(B: Any) -> list:
     ]
 
 
+def _exact_boxes(B: Any) -> list:
+    """(N, d) boxes as N x d exact pairs."""
+    lo = B.lo if hasattr(B, "lo") else B[..., 0]
+    hi = B.hi if hasattr(B, "hi") else B[..., 1]
+    return [
+        [(to_fmpq(a), to_fmpq(b)) for a, b in zip(r1, r2, strict=True)]
+        for r1, r2 in zip(lo.tolist(), hi.tolist(), strict=True)
+    ]
+
+
 def _outward(ball: arb) -> list[str]:
     from certified.flow.taylor._lohner_arb import arb_to_fmpq
 
@@ -72,23 +82,15 @@ def field_flow_certificate(
     field = problem.field.expression
     starts = [list(zip(lo, hi, strict=True)) for lo, hi in zip(sets.lo, sets.hi, strict=True)]
     times = [to_fmpq(t) for t in result.times]
-    boxes = []
-    for bs in h["boxes"]:
-        per_piece = []
-        for B in bs:
-            lo = B.lo if hasattr(B, "lo") else B[..., 0]
-            hi = B.hi if hasattr(B, "hi") else B[..., 1]
-            per_piece.append(
-                [
-                    [(to_fmpq(a), to_fmpq(b)) for a, b in zip(r1, r2, strict=True)]
-                    for r1, r2 in zip(lo.tolist(), hi.tolist(), strict=True)
-                ]
-            )
-        boxes.append(per_piece)
     total = sum(len(s) for s in h["steps"])
     orders = h.get("jacobian_orders")
     mean = sum(map(sum, orders)) / max(1, total) if orders else h["jacobian_order"]
     arithmetic = "float64" if prec == 53 and supported(field) else "arb"
+    boxes, apriori = None, None
+    if arithmetic == "float64":  # a priori boxes rebuilt by the checker from one factor a step
+        apriori = [[None] * len(s) for s in h["steps"]]
+    else:
+        boxes = [[_exact_boxes(B) for B in bs] for bs in h["boxes"]]
     cost = replay_cost(field, len(starts), total, h["order"], mean, prec, arithmetic)
     if cost > MAX_TAYLOR_OPS:  # refuse now rather than replay for minutes and be refused
         raise FieldCertificateError(
@@ -110,6 +112,7 @@ def field_flow_certificate(
                 times,
                 orders,
                 arithmetic,
+                apriori,
             )
         except ReplayError as exc:
             raise FieldCertificateError(
@@ -140,6 +143,10 @@ def field_flow_certificate(
             "steps": [[exact_number(s) for s in steps] for steps in h["steps"]],
             **({"jacobian_orders": orders} if orders else {}),
             **({"arithmetic": arithmetic} if arithmetic != "arb" else {}),
-            "boxes": [[_box_hint(B) for B in bs] for bs in h["boxes"]],
+            **(
+                {"apriori": [[exact_number(a) for a in row] for row in apriori]}
+                if apriori is not None
+                else {"boxes": [[_box_hint(B) for B in bs] for bs in h["boxes"]]}
+            ),
         },
     }

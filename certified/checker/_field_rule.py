@@ -49,7 +49,8 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
         raise Rejected("claim.times: must increase strictly and end at instance.time")
     raw_claimed = array(claim["enclosures"], "claim.enclosures", len(times))
     claimed = [box_rows(e, f"claim.enclosures[{k}]", n, d) for k, e in enumerate(raw_claimed)]
-    keys = ("method", "order", "jacobian_order", "precision", "steps", "boxes")
+    prior = "apriori" if isinstance(hints, dict) and "apriori" in hints else "boxes"
+    keys = ("method", "order", "jacobian_order", "precision", "steps", prior)
     optional = tuple(k for k in ("jacobian_orders", "arithmetic") if k in hints)
     fields(hints, "hints", keys + optional)
     _parse.string(hints["method"], "hints.method", ("taylor-lohner",))
@@ -75,14 +76,27 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
     # times), the d x d Lohner algebra; precision scales the word operations
     if replay_cost(field, n, total, K, mean, prec, arithmetic) > MAX_TAYLOR_OPS:
         raise Rejected(f"resource limit: the replay needs more than {MAX_TAYLOR_OPS} operations")
-    boxes = []  # per piece, step and set: the a priori box
-    for j, per_piece in enumerate(array(hints["boxes"], "hints.boxes", len(pieces))):
-        per_step = array(per_piece, f"hints.boxes[{j}]", len(steps[j]))
-        boxes.append([box_rows(b, f"hints.boxes[{j}][{s}]", n, d) for s, b in enumerate(per_step)])
+    boxes, apriori = None, None  # per piece, step (and set): the a priori boxes, or factors
+    if prior == "apriori":
+        if arithmetic != "float64":
+            raise Rejected("hints.apriori: only with hints.arithmetic float64 (else hints.boxes)")
+        raw = array(hints["apriori"], "hints.apriori", len(pieces))
+        apriori = [exact_row(array(r, f"hints.apriori[{j}]", len(steps[j])), "hints.apriori")
+                   for j, r in enumerate(raw)]  # fmt: skip
+        if not all(0 < a <= 64 for row in apriori for a in row):
+            raise Rejected("hints.apriori: every factor must be in (0, 64]")
+    else:
+        boxes = []
+        for j, per_piece in enumerate(array(hints["boxes"], "hints.boxes", len(pieces))):
+            per_step = array(per_piece, f"hints.boxes[{j}]", len(steps[j]))
+            boxes.append([box_rows(b, f"hints.boxes[{j}][{s}]", n, d)
+                          for s, b in enumerate(per_step)])  # fmt: skip
     with flint.ctx.workprec(prec):
         balls = [(t, [flint.arb(v) for v in values]) for t, values in pieces]
         try:
-            out = replay_flow(field, balls, starts, steps, boxes, K, m, times, orders, arithmetic)
+            out = replay_flow(
+                field, balls, starts, steps, boxes, K, m, times, orders, arithmetic, apriori
+            )
         except ReplayError as exc:
             raise Rejected(f"hints: {exc}") from None
         for k, i, q in itertools.product(range(len(out)), range(n), range(d)):

@@ -150,8 +150,9 @@ def _shape(field) -> tuple[int, int, int]:
 
 
 def replay_flow(
-    field, pieces, starts, steps, boxes, K: int, m: int, times, orders=None, arithmetic="arb"
-) -> list:
+    field, pieces, starts, steps, boxes, K: int, m: int, times, orders=None, arithmetic="arb",
+    apriori=None,
+) -> list:  # fmt: skip
     """Enclosures ``out[k][i]`` (d balls) at ``times[k]`` (ends of steps) of the flow of
     ``field`` with ``pieces`` ((duration, parameter balls)) from the boxes ``starts[i]`` (d
     exact pairs), replaying ``steps[j]`` (lengths summing to the duration of piece j) with a
@@ -159,7 +160,9 @@ def replay_flow(
     set in arb at the current precision, or with ``arithmetic="float64"`` (53 bits, a field
     whose every operation has a float64 form: :func:`~certified.checker.lohner64.supported`)
     for all sets at once in float64 intervals (:func:`~certified.checker.lohner64.replay_flow64`).
-    Raises ReplayError naming the piece, step and set.
+    With float64, ``boxes`` None means a priori boxes built from the factors ``apriori[j][s]``
+    (``lohner64.apriori64``; an entry None is chosen and stored). Raises ReplayError naming the
+    piece, step and set.
     Guarantee: encloses (proofs/checker_soundness.md#taylor-lohner, #float-intervals)."""
     if orders is None:
         orders = [[m] * len(s) for s in steps]
@@ -168,7 +171,7 @@ def replay_flow(
             raise ReplayError("float64 arithmetic needs 53 bits and float64 forms of every node")
         from .lohner64 import replay_flow64  # numpy: only for this arithmetic
 
-        return replay_flow64(field, pieces, starts, steps, boxes, K, orders, times)
+        return replay_flow64(field, pieces, starts, steps, boxes, K, orders, times, apriori)
     sets = [LohnerSet.box([a for a, _ in s], [b for _, b in s]) for s in starts]
     out, t, pending = [], fmpq(0), list(times)
     for j, (duration, params) in enumerate(pieces):

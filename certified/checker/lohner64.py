@@ -151,16 +151,33 @@ def lohner_step64(prog: Program, params: Iv, S: Sets, h: fmpq, B: Iv, K: int, m:
     return Sets(centre, C, r)
 
 
-def replay_flow64(field, pieces, starts, steps, boxes, K: int, orders, times) -> list:
+def apriori64(prog: Program, params: Iv, S: Sets, hb: Iv, rho: float) -> Iv:
+    """The a priori boxes of a step from the factor rho (``hints.apriori``): the Euler boxes
+    E = X + [0, h] f(X) of the hulls X, widened on each side by rho (max_k w(E_k) + 2^-30 |E| +
+    2^-200), the largest width of the set's box in every coordinate.
+    Any box is only a candidate: the Picard inclusion decides (proofs/bounds.md#picard)."""
+    X = S.hull(with_centre=True)
+    E = X + jets64(prog, params, X, None, 1)[1][..., 0].union_zero() * hb
+    pad = rho * ((E.hi - E.lo).max(axis=1, keepdims=True) + 2.0**-30 * E.mag() + 2.0**-200)
+    return Iv(E.lo - pad, E.hi + pad)
+
+
+_RHOS = [2.0**k for k in range(-8, 7)]  # the factors the producer tries (hints.apriori)
+
+
+def replay_flow64(field, pieces, starts, steps, boxes, K: int, orders, times, apriori) -> list:
     """As :func:`certified.checker.lohner.replay_flow`, for all sets at once in float64
-    intervals; the enclosures are returned as arb balls. Raises ReplayError naming the piece,
-    step and set. Guarantee: encloses (proofs/checker_soundness.md#float-intervals)."""
+    intervals; the enclosures are returned as arb balls. The a priori boxes are ``boxes`` or,
+    when it is None, built from ``apriori[j][s]`` (:func:`apriori64`); an entry None is chosen
+    (the smallest factor of ``_RHOS`` from the last one that passes) and stored. Raises
+    ReplayError naming the piece, step and set.
+    Guarantee: encloses (proofs/checker_soundness.md#float-intervals)."""
     check_fpu()
     with np.errstate(all="ignore"):  # non-finite values are rejected by the checks, not warned
-        return _replay(field, pieces, starts, steps, boxes, K, orders, times)
+        return _replay(field, pieces, starts, steps, boxes, K, orders, times, apriori)
 
 
-def _replay(field, pieces, starts, steps, boxes, K: int, orders, times) -> list:
+def _replay(field, pieces, starts, steps, boxes, K: int, orders, times, apriori) -> list:
     prog = Program(field)
     S = Sets.boxes(starts)
     n, d = S.centre.shape
@@ -170,11 +187,8 @@ def _replay(field, pieces, starts, steps, boxes, K: int, orders, times) -> list:
             raise ReplayError(f"piece {j}: the steps are not positive or do not sum to {duration}")
         P = from_arb(params)
         for s, h in enumerate(steps[j]):
-            flat = [q for box in boxes[j][s] for pair in box for q in pair]
-            Bq = from_fmpq(flat)
-            B = Iv(Bq.lo[0::2].reshape(n, d), Bq.hi[1::2].reshape(n, d))
             try:
-                S = lohner_step64(prog, P, S, h, B, K, orders[j][s])
+                S = _step(prog, P, S, h, K, orders[j][s], boxes, apriori, j, s, n, d)
             except ReplayError as exc:
                 raise ReplayError(f"piece {j}, step {s}, {exc}") from None
             t += h
@@ -187,3 +201,24 @@ def _replay(field, pieces, starts, steps, boxes, K: int, orders, times) -> list:
     if pending:
         raise ReplayError(f"time {pending[0]} is not the end of a step")
     return out
+
+
+def _step(prog, P, S, h, K, m, boxes, apriori, j, s, n, d) -> Sets:
+    if boxes is not None:
+        Bq = from_fmpq([q for box in boxes[j][s] for pair in box for q in pair])
+        B = Iv(Bq.lo[0::2].reshape(n, d), Bq.hi[1::2].reshape(n, d))
+        return lohner_step64(prog, P, S, h, B, K, m)
+    hb = from_fmpq([h])
+    if apriori[j][s] is not None:
+        return lohner_step64(prog, P, S, h, apriori64(prog, P, S, hb, float(apriori[j][s])), K, m)
+    last = next((a for a in reversed([a for row in apriori for a in row]) if a is not None), 1.0)
+    for rho in [r for r in _RHOS if r >= min(float(last), 64.0)]:
+        try:
+            out = lohner_step64(prog, P, S, h, apriori64(prog, P, S, hb, rho), K, m)
+        except ReplayError as exc:
+            if "Picard" not in str(exc):
+                raise
+            continue
+        apriori[j][s] = fmpq(int(rho * 256), 256) if rho < 1 else fmpq(int(rho))
+        return out
+    raise ReplayError("the Picard inclusion fails for every a priori factor up to 64")

@@ -67,6 +67,26 @@ def goldens() -> dict[str, dict[str, Any]]:
 
 
 @pytest.fixture(scope="module", params=["vanderpol-points", "sphere-box"])
+def golden_boxes(request, goldens) -> dict[str, Any]:
+    """The golden with explicit a priori boxes (hints.boxes) instead of factors: the arb replay
+    at 64 bits (the float64 replay builds its boxes from hints.apriori)."""
+    cert = goldens[request.param]
+    inst = cert["instance"]
+    problem = sphere_neural_field([("1/8", W1, U1, B1), ("1/8", W2, U2, B2)]) if "boxes" in inst \
+        else vanderpol()  # fmt: skip
+    if "boxes" in inst:
+        c = np.array([[0.6, 0.8]])
+        X0: Any = Interval(c - 2.0**-20, c + 2.0**-20)
+        res = enclose_flow(problem, X0, prec=64)
+    else:
+        X0 = np.array([[1.0, 0.5], [-0.5, 0.25]])
+        res = enclose_flow(problem, X0, save_at=SaveAt("1/2", ["1/4"]), prec=64)
+    out = flow_certificate_for(problem, X0, res)
+    assert "boxes" in out["hints"] and "arithmetic" not in out["hints"]
+    return out
+
+
+@pytest.fixture(scope="module", params=["vanderpol-points", "sphere-box"])
 def golden(request, goldens) -> dict[str, Any]:
     return goldens[request.param]
 
@@ -354,10 +374,14 @@ def _replayed(cert: dict[str, Any]):
     else:
         starts = [[(to_fmpq(a), to_fmpq(b)) for a, b in box] for box in inst["boxes"]]
     steps = [[to_fmpq(h) for h in s] for s in hints["steps"]]
-    boxes = [
-        [[[(to_fmpq(a), to_fmpq(b)) for a, b in box] for box in per_step] for per_step in bs]
-        for bs in hints["boxes"]
-    ]
+    boxes = apriori = None
+    if "boxes" in hints:
+        boxes = [
+            [[[(to_fmpq(a), to_fmpq(b)) for a, b in box] for box in per_step] for per_step in bs]
+            for bs in hints["boxes"]
+        ]
+    else:
+        apriori = [[to_fmpq(a) for a in row] for row in hints["apriori"]]
     times = [to_fmpq(t) for t in cert["claim"]["times"]]
     old = flint.ctx.prec
     flint.ctx.prec = hints["precision"]
@@ -377,6 +401,7 @@ def _replayed(cert: dict[str, Any]):
             times,
             hints.get("jacobian_orders"),
             hints.get("arithmetic", "arb"),
+            apriori,
         )
         return [
             [[(_arb_exact(b.lower()), _arb_exact(b.upper())) for b in hull] for hull in per_t]
@@ -436,7 +461,28 @@ def test_steps_must_sum_to_the_durations_and_be_positive(golden):
     _reason(golden, ("hints", "steps"), golden["hints"]["steps"][:-1])
 
 
-def test_boxes_of_the_wrong_shape_are_rejected(golden):
+def test_a_priori_factors_out_of_range_or_shape_are_rejected(golden):
+    rows = golden["hints"]["apriori"]
+    for value in ("0", "-1/4", "65", "x", None):
+        assert "hints.apriori" in _reason(golden, ("hints", "apriori", 0, 0), value)
+    _reason(golden, ("hints", "apriori", 0), rows[0][:-1])  # a step without its factor
+    _reason(golden, ("hints", "apriori"), rows[:-1] if len(rows) > 1 else [])
+    arb_replay = replaced(golden, ("hints", "arithmetic"), "arb")
+    assert "only with hints.arithmetic float64" in check_certificate(arb_replay).reason
+    both = copy.deepcopy(golden)
+    both["hints"]["boxes"] = []
+    assert not check_certificate(both).verified  # factors and boxes: one of them
+
+
+def test_a_shrunk_a_priori_factor_fails_the_picard_test(golden):
+    for j, per_piece in enumerate(golden["hints"]["apriori"]):
+        for s, _ in enumerate(per_piece):
+            reason = _reason(golden, ("hints", "apriori", j, s), "1/1000000")
+            assert "Picard" in reason and f"piece {j}, step {s}, set" in reason, reason
+
+
+def test_boxes_of_the_wrong_shape_are_rejected(golden_boxes):
+    golden = golden_boxes
     boxes = golden["hints"]["boxes"]
     box = boxes[0][0][0]  # piece 0, step 0, set 0: d pairs
     d = len(box)
@@ -499,7 +545,8 @@ def test_order_and_precision_out_of_range(golden, key, values):
         assert f"hints.{key}" in reason, reason
 
 
-def test_a_shrunk_a_priori_box_fails_the_picard_test(golden):
+def test_a_shrunk_a_priori_box_fails_the_picard_test(golden_boxes):
+    golden = golden_boxes
     for j, per_piece in enumerate(golden["hints"]["boxes"]):
         for s, per_step in enumerate(per_piece):
             for i, box in enumerate(per_step):
@@ -517,7 +564,7 @@ def test_the_resource_limit_rejects_costly_replays(goldens, monkeypatch):
     # a hostile certificate: the largest orders and precision, and many steps
     hostile = copy.deepcopy(cert)
     hostile["hints"].update(order=60, jacobian_order=60, precision=4096)
-    for key in ("jacobian_orders", "arithmetic"):  # every step at order 60, in arb
+    for key in ("jacobian_orders", "arithmetic", "apriori"):  # every step at order 60, in arb
         hostile["hints"].pop(key, None)
     n_steps = 256
     hostile["hints"]["steps"] = [[exact_number(flint.fmpq(1, 2 * n_steps))] * n_steps]
