@@ -61,7 +61,7 @@ def _widths(widths: Sequence[int], name: str, count: int | None = None) -> list[
 
 def _neurons(n: int, r: int, m: int, u: str, b: str, v: str) -> Factorisation:
     """Shallow ReLU n -> r -> m with biases: phi_j = v_j (u_j, b_j)^T per neuron; laws
-    |u_j|^2 + b_j^2 - |v_j|^2."""
+    ``|u_j|^2 + b_j^2 - |v_j|^2``."""
     U, V = _matrix(u, r, n), _matrix(v, m, r)
     B = [f"{b}_{j}" for j in range(r)]
     names = [*(x for row in U for x in row), *B, *(x for row in V for x in row)]

@@ -3,7 +3,7 @@
 From theta_k, the step ``theta_{k+1} = theta_k - lr * mid(grad J(theta_k))`` (rounded to
 doubles: any exact point will do, the decrease is what is certified) is kept only when the
 upper bound of ``J(theta_{k+1})`` is below the lower bound of ``J(theta_k)``; otherwise the
-descent stops with the reason. The trace (theta_k, [J_k], [|grad J_k|]) is a ``training``
+descent stops with the reason. The trace ``(theta_k, [J_k], [|grad J_k|])`` is a ``training``
 certificate (proofs/training.md#descent).
 """
 

@@ -1,6 +1,6 @@
 """``certified train --schedule S --points X --targets Y --lr ETA --steps K [--eps E]
 [--stationary TOL] [--prec BITS] --out C [--json]``: gradient descent in which every step is
-certified to decrease J; the trace (theta_k, [J_k], [|grad J_k|]) is a ``training`` certificate
+certified to decrease J; the trace ``(theta_k, [J_k], [|grad J_k|])`` is a ``training`` certificate
 re-checked by the checker before it is written.
 
 Exit 0 with the trace written (it stops early, with the reason, at the first step whose
@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr", required=True, help="learning rate eta > 0, exact (1/10)")
     parser.add_argument("--steps", type=int, required=True, help="at most this many steps")
     parser.add_argument(
-        "--stationary", help="TOL: also require a certified |grad J| <= TOL at the final iterate"
+        "--stationary",
+        help="TOL: also require a certified bound norm(grad J) <= TOL at the final iterate",
     )
     parser.add_argument("--out", type=Path, required=True, help="certificate file to write")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
