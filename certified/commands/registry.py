@@ -84,7 +84,10 @@ COMMANDS: tuple[CommandRecord, ...] = (
         "certified enclosures of a schedule's flow map, with a certificate",
         "certified.flow.command",
         demo="certified.flow.examples:demo_checks",
-        bench=(("flow", "certified.flow.bench:bench_flow"),),
+        bench=(
+            ("flow", "certified.flow.bench:bench_flow"),
+            ("certificates", "certified.flow.bench_certificates:bench_certificates"),
+        ),
         sweep="certified.sweep.flow_family:FLOW",
     ),
     CommandRecord(
@@ -164,7 +167,7 @@ COMMANDS: tuple[CommandRecord, ...] = (
         "gradient",
         "certified enclosures of a neural-ODE loss and its parameter gradient, with a certificate",
         "certified.training.command",
-        description="J = (1/N) sum_i |x_i(T) - y_i|^2 / 2 + (eps/2) sum_l h_l |theta_l|^2 for a "
+        description="J = (1/N) sum_i ‖x_i(T) - y_i‖^2 / 2 + (eps/2) sum_l h_l ‖theta_l‖^2 for a "
         "tanh / sigmoid schedule, and dJ/d(W, A, b) of every piece, from the forward C^1 "
         "enclosure in the parameters and the discrete adjoint (proofs/training.md). Exit 0 "
         "written, 1 refused by the checker, 2 bad input (nothing written).",
