@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from certified.cli import main
 from certified.errors import InputError, ShapeError
@@ -102,3 +104,17 @@ def test_cli_bad_input_exits_2_with_one_line(argv, capsys):
     assert main(["conservation", *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@settings(deadline=None)
+@given(st.data())
+def test_bounds_bracket_the_count_at_every_integer_point(data):
+    # non-generic points (zeros, coincidences) may leave a gap, never a wrong count
+    for name, widths, expected in (("relu", (2, 2, 1), 2), ("linear", (2, 2, 2), 3)):
+        fact = architecture(name, widths)
+        D = len(fact.names)
+        point = data.draw(st.lists(st.integers(-2, 2), min_size=D, max_size=D))
+        count = count_laws(fact, at=point)
+        assert count.lower <= expected <= count.upper
+        if count.verdict == "COMPLETE":
+            assert count.laws == expected
