@@ -398,6 +398,7 @@ def relu_vectorised_certificate(
     repairs: int = 12,
     partition: list | None = None,
     leaves: Any = None,
+    claims: Any = None,
 ) -> dict[str, Any]:
     """A certificate of rule relu-vectorised from the vectorised engine's step plan
     (``result.hints["plan"]`` of :func:`certified.flow.enclose_flow`, ``method="vectorised"``).
@@ -424,6 +425,10 @@ def relu_vectorised_certificate(
         raise InputError("plan: give the vectorised engine's hints['plan']")
     schedule = _schedule(schedule_json)
     d, n_boxes = schedule.dimension, boxes is not None
+    if claims is not None:  # the engine's enclosures as they are: no replay here
+        plan = {"pieces": plan["pieces"], "steps": plan["steps"]}
+        return flow_certificate(schedule, points, enclosures=claims, method="relu-vectorised",
+                                extra_hints=plan, boxes=boxes)  # fmt: skip
     starts = (  # with a partition (one flat tree per box), its leaves ``leaves`` are replayed
         to_fmpq_array(boxes if partition is None else leaves, "boxes")
         if n_boxes

@@ -210,9 +210,15 @@ def flow_certificate_for(
     result: FlowEnclosure,
     *,
     precision: int | None = None,
+    replay: bool = True,
 ) -> dict[str, Any] | None:
     """A version-1 flow certificate of a successful result (``points``: the initial sets given
     to :func:`enclose_flow`), or None when no checker rule covers it.
+
+    Rule relu-vectorised: with ``replay`` (default) the claims are the checker's own replay of
+    the engine's steps (accepted unless the replay is over the checker's limit); without it,
+    the engine's enclosures are claimed as they are (no replay here: half the cost; almost
+    always accepted, since the replay is at least as tight, but check before relying on it).
 
     Smooth fields (tanh / sigmoid schedules, expression fields): rule taylor-lohner, the
     field as an expression graph; laminar ReLU schedules: exact images of points, enclosures
@@ -237,10 +243,11 @@ def flow_certificate_for(
         from certified.certificates.flow import relu_vectorised_certificate
 
         plan = result.hints["plan"]
+        claims = None if replay else np.stack([result.final.lo, result.final.hi], axis=-1)
         if isinstance(points, Interval):
             boxes = np.stack([points.lo, points.hi], axis=-1)
-            return relu_vectorised_certificate(schedule, None, plan, boxes=boxes)
-        return relu_vectorised_certificate(schedule, points, plan)
+            return relu_vectorised_certificate(schedule, None, plan, boxes=boxes, claims=claims)
+        return relu_vectorised_certificate(schedule, points, plan, claims=claims)
     enc = np.stack([result.final.lo, result.final.hi], axis=-1)
     boxes = None
     if isinstance(points, Interval):

@@ -196,9 +196,9 @@ def run(args: argparse.Namespace) -> int:
             result = _vectorised_or_none(schedule, start, args.prec)
     cert, cert_error = None, None
     if not refusal:
-        try:
-            with progress.stage("replaying the steps as the checker will, for the certificate"):
-                cert = flow_certificate_for(schedule, start, result)
+        try:  # rule relu-vectorised: the engine's claims first, re-checked by the writer
+            with progress.stage("building the certificate"):
+                cert = flow_certificate_for(schedule, start, result, replay=not vec)
         except InputError as exc:  # over the checker's limit after all, or a step not repaired
             cert_error = str(exc)
     verdict, path = "UNDECIDED", None
@@ -210,6 +210,14 @@ def run(args: argparse.Namespace) -> int:
     if cert is not None:
         with progress.stage("writing the certificate, re-checked by the checker first"):
             path, check = write_if_accepted(args.out, cert)
+        if vec and not check.verified and "resource limit" not in check.reason:
+            try:  # the checker's own replay as the claims, failing steps repaired
+                with progress.stage("replaying the steps as the checker does, for the claims"):
+                    cert = flow_certificate_for(schedule, start, result)
+                with progress.stage("writing the certificate, re-checked by the checker first"):
+                    path, check = write_if_accepted(args.out, cert)
+            except InputError as exc:
+                check = type(check)(False, "flow", str(exc))
         if check.verified:
             verdict = "VERIFIED"
             _save_enclosures(args, result)

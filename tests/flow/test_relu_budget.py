@@ -180,3 +180,28 @@ def test_cli_refusal_only_for_rule_relu_regions(tmp_path, capsys, monkeypatch):
         text = capsys.readouterr().out
         assert out.exists() == (code == 0)
         assert ("VERIFIED" if code == 0 else "checker's limit") in text
+
+
+def test_cli_falls_back_to_the_replayed_claims(tmp_path, capsys, monkeypatch):
+    """certified flow claims the engine's enclosures first (no replay before the writer's
+    check); when the checker rejects them (here: a claim narrowed on purpose), it writes the
+    checker's own replayed enclosures instead."""
+    import certified.flow.api as api
+
+    original = api.flow_certificate_for
+    calls = []
+
+    def narrowed(field, points, result, *, precision=None, replay=True):
+        calls.append(replay)
+        cert = original(field, points, result, precision=precision, replay=replay)
+        if not replay:
+            hi = cert["claim"]["enclosures"][0][0][1]
+            cert["claim"]["enclosures"][0][0] = [hi, hi]
+        return cert
+
+    monkeypatch.setattr(api, "flow_certificate_for", narrowed)
+    s, x = _bench_shape(tmp_path, 3, pieces=4)
+    out = tmp_path / "cert.json"
+    assert main(["flow", "--schedule", str(s), "--points", str(x), "--out", str(out)]) == 0
+    assert calls == [False, True] and "VERIFIED" in capsys.readouterr().out
+    assert json.loads(out.read_text())["hints"]["method"] == "relu-vectorised"
