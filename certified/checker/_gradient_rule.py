@@ -40,9 +40,16 @@ def _within(claimed: tuple, ball: flint.arb, where: str) -> None:
 
 def replay_gradient(instance: Any, hints: Any, budget: list[int]) -> tuple:
     """The replayed balls (loss, gradient per piece) of a gradient instance, and its size."""
-    fields(instance, "instance", ("field", "pieces", "points", "targets", "eps", "time"))
+    keys = ("field", "pieces", "points", "targets", "eps", "time")
+    fields(
+        instance, "instance", keys + ("loss",) * (isinstance(instance, dict) and "loss" in instance)
+    )
     field = parse_field(instance["field"], "instance.field")
-    d = field.dimension
+    d, loss = field.dimension, None
+    if "loss" in instance:  # Phi(x, y): a graph on R^{2d} without parameters, first output
+        loss = parse_field(instance["loss"], "instance.loss")
+        if loss.dimension != 2 * d or loss.names:
+            raise Rejected(f"instance.loss: expected dimension {2 * d} and no parameters")
     pieces = _pieces(instance, len(field.names))
     points = _parse.matrix(instance["points"], "instance.points", None, d)
     n = len(points)
@@ -73,7 +80,7 @@ def replay_gradient(instance: Any, hints: Any, budget: list[int]) -> tuple:
             finals, mats = replay_sensitivities(field, balls, points, steps, boxes, K, m)
         except ReplayError as exc:
             raise Rejected(f"hints: {exc}") from None
-        loss, grads = loss_and_gradient(finals, mats, targets, pieces, eps)
+        loss, grads = loss_and_gradient(finals, mats, targets, pieces, eps, loss)
     return loss, grads, (n, len(pieces), total, prec)
 
 
@@ -124,12 +131,13 @@ def check_training_v1(instance: Any, claim: Any, hints: Any) -> str:
     budget, prev = [MAX_TAYLOR_OPS], None
     for k, (inst, h) in enumerate(zip(iterates, steps, strict=True)):
         loss, grads, (_, _, _, prec) = replay_gradient(inst, h, budget)
-        same = ("field", "points", "targets", "eps", "time")
+        same = ("field", "points", "targets", "eps", "time", "loss")
         durations = [
             [exact(p["duration"], "duration") for p in it["pieces"]] for it in (inst, iterates[0])
         ]
         if k and (
-            durations[0] != durations[1] or any(inst[key] != iterates[0][key] for key in same)
+            durations[0] != durations[1]
+            or any(inst.get(key) != iterates[0].get(key) for key in same)
         ):
             raise Rejected(
                 f"instance.iterates[{k}]: not the problem of iterate 0 (only the "

@@ -100,23 +100,30 @@ def replay_sensitivities(field: ExpressionField, pieces, points, steps, boxes, K
     return [S.hull() for S in sets], mats
 
 
-def loss_and_gradient(finals, mats, targets, pieces, eps: fmpq):
+def loss_and_gradient(finals, mats, targets, pieces, eps: fmpq, loss=None):
     """Balls of J and of ``grad_{theta_l} J`` (a list per piece) from the replay's final balls
-    and sensitivities, ``targets`` exact rows, ``pieces`` (duration, exact parameters).
+    and sensitivities, ``targets`` exact rows, ``pieces`` (duration, exact parameters);
+    ``loss``: an expression field of dimension 2d whose first output is the per-point loss
+    Phi(x, y) (default ``|x - y|^2 / 2``), J's data part being its mean.
     Guarantee: encloses (proofs/training.md#gradient)."""
     n, d = len(finals), len(targets[0])
     data, grads = _ZERO, [[_ZERO] * len(theta) for _, theta in pieces]
+    seeds = [[arb(int(a == b)) for b in range(d)] for a in range(2 * d)]
     for i in range(n):
         r = [finals[i][q] - arb(targets[i][q]) for q in range(d)]
-        data += sum((v * v for v in r), _ZERO)
-        p = arb_mat([[v / n] for v in r])  # grad of (1/N) |x - y|^2 / 2 at x(T)
+        if loss is None:
+            data += sum((v * v for v in r), _ZERO) / 2
+        else:  # value and x-gradient of Phi at (x(T), y): the first output's order-1 dual
+            at = field_jets(loss, [], [*finals[i], *(arb(y) for y in targets[i])], seeds, 1)
+            data += at[1][0][0]
+            r = list(at[1][0][1:])
+        p = arb_mat([[v / n] for v in r])  # grad of (1/N) Phi at x(T)
         for j in reversed(range(len(pieces))):
             M, S = mats[i][j]
             g = S.transpose() * p
             grads[j] = [a + g[k, 0] for k, a in enumerate(grads[j])]
             p = M.transpose() * p
     reg = sum((h * sum((v * v for v in theta), fmpq(0)) for h, theta in pieces), fmpq(0))
-    loss = data / (2 * n) + arb(eps * reg / 2)
     out = [[g + arb(eps * h * v) for g, v in zip(grads[j], theta, strict=True)]
            for j, (h, theta) in enumerate(pieces)]  # fmt: skip
-    return loss, out
+    return data / n + arb(eps * reg / 2), out

@@ -50,6 +50,8 @@ def gradient_instance(result) -> tuple[dict[str, Any], dict[str, Any]]:
         "eps": exact_number(result.eps),
         "time": exact_number(problem.total_time),
     }
+    if result.loss_field is not None:
+        instance["loss"] = result.loss_field.to_json()
     hints = {
         "method": "taylor-lohner-c1",
         "order": h["order"],

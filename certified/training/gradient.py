@@ -51,6 +51,7 @@ class GradientEnclosure:
     targets: np.ndarray
     eps: flint.fmpq
     hints: dict = field(default_factory=dict, repr=False)
+    loss_field: Any = None
 
     @property
     def max_width(self) -> float:
@@ -160,6 +161,7 @@ def certified_gradient(
     max_step: Any = None,
     method: str = "replay",
     for_certificate: bool = False,
+    loss: Any = None,
 ) -> GradientEnclosure:
     """Enclosures of the loss J and of its gradient with respect to every piece's parameters.
 
@@ -176,6 +178,10 @@ def certified_gradient(
         no certificate)
     for_certificate : refuse (InputError) before the replay when the checker's replay of the
         result would exceed its resource limit
+    loss : VectorField of dimension 2d without parameters, optional
+        Its first output is the per-point loss ``Phi(x, y)`` (x the final state, y the target);
+        J's data part is the mean of Phi (default ``|x - y|^2 / 2``). Build it with
+        :func:`certified.fields.field`, e.g. ``field(2 * d, lambda v, p: [Phi, *[0] * (2*d-1)])``.
 
     Raises
     ------
@@ -202,6 +208,16 @@ def certified_gradient(
     d = problem.dimension
     X = _exact_rows(points, "points", d)
     Y = _exact_rows(targets, "targets", d, X.shape[0])
+    if loss is not None:
+        from certified.fields import VectorField
+
+        if not isinstance(loss, VectorField) or loss.dimension != 2 * d or loss.parameters:
+            raise InputError(
+                f"loss: expected a VectorField of dimension {2 * d} (x, then y) without "
+                "parameters, whose first output is the per-point loss"
+            )
+        if method == "float64":
+            raise InputError("loss: the float64 path has the squared error only; use 'replay'")
     if method not in ("replay", "float64"):
         raise InputError(f"method: expected 'replay' or 'float64', got {method!r}")
     if method == "float64":
@@ -210,8 +226,8 @@ def certified_gradient(
 
         if not isinstance(model, Schedule) or problem is model or prec != 53:
             raise InputError("method: 'float64' takes a tanh / sigmoid Schedule at 53 bits")
-        loss, grads = float64_certified_gradient(model, X, Y, eps, order=order or 12)
-        out_loss = (to_fmpq(float(loss.lo[0])), to_fmpq(float(loss.hi[0])))
+        value, grads = float64_certified_gradient(model, X, Y, eps, order=order or 12)
+        out_loss = (to_fmpq(float(value.lo[0])), to_fmpq(float(value.hi[0])))
         out_grad = [
             [(to_fmpq(float(a)), to_fmpq(float(b))) for a, b in zip(g.lo, g.hi, strict=True)]
             for g in grads
@@ -223,13 +239,13 @@ def certified_gradient(
     if problem is model and not isinstance(model, PiecewiseField):  # a ReLU schedule
         from certified.training.relu import relu_gradient
 
-        loss, grads, names, affine, patterns = relu_gradient(
-            model, X, Y, eps, prec, order, max_step
+        value, grads, names, affine, patterns = relu_gradient(
+            model, X, Y, eps, prec, order, max_step, loss
         )
         with precision(prec):
-            out_loss, out_grad = _ends(loss), [[_ends(g) for g in row] for row in grads]
+            out_loss, out_grad = _ends(value), [[_ends(g) for g in row] for row in grads]
         return GradientEnclosure(
-            out_loss, out_grad, names, affine, X, Y, eps, {"relu_patterns": patterns}
+            out_loss, out_grad, names, affine, X, Y, eps, {"relu_patterns": patterns}, loss
         )
     policy = default_policy(prec, order, max_step)
     res = lohner_flow(problem, initial_set(X, d), SaveAt(), policy, prec)
@@ -259,12 +275,13 @@ def certified_gradient(
         except ReplayError as exc:
             raise InputError(f"the sensitivity replay failed ({exc}); lower max_step") from None
         exact_pieces = [(p.duration, list(p.values)) for p in problem.pieces]
-        loss, grads = loss_and_gradient(finals, mats, Y.tolist(), exact_pieces, eps)
-        out_loss = _ends(loss)
+        phi = None if loss is None else loss.expression
+        value, grads = loss_and_gradient(finals, mats, Y.tolist(), exact_pieces, eps, phi)
+        out_loss = _ends(value)
         out_grad = [[_ends(g) for g in row] for row in grads]
     hints = {"order": K, "jacobian_order": m, "precision": prec, "steps": steps, "boxes": boxes}
     return GradientEnclosure(
-        out_loss, out_grad, tuple(problem.field.parameters), problem, X, Y, eps, hints
+        out_loss, out_grad, tuple(problem.field.parameters), problem, X, Y, eps, hints, loss
     )
 
 

@@ -71,7 +71,7 @@ def _sign_certified(A, b, box, active: bool):
     return lo > 0 if active else hi < 0
 
 
-def relu_gradient(schedule, X, Y, eps, prec: int, order, max_step):
+def relu_gradient(schedule, X, Y, eps, prec: int, order, max_step, loss=None):
     """(loss ball, gradient balls per piece, the replay's data) for a ReLU schedule, by
     certified activation patterns; raises NotDifferentiableError where a sign is uncertain.
 
@@ -141,5 +141,6 @@ def relu_gradient(schedule, X, Y, eps, prec: int, order, max_step):
     exact = [(piece.duration, [*W.ravel(), *A.ravel(), *bb])
              for piece, (W, A, bb) in zip(schedule.pieces, thetas, strict=True)]  # fmt: skip
     with precision(prec):
-        loss, grads = loss_and_gradient(finals, mats, Y.tolist(), exact, eps)
-    return loss, grads, names, f.on(*exact), hints
+        phi = None if loss is None else loss.expression
+        value, grads = loss_and_gradient(finals, mats, Y.tolist(), exact, eps, phi)
+    return value, grads, names, f.on(*exact), hints

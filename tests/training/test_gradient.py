@@ -246,3 +246,28 @@ def test_bad_input_is_refused():
     with pytest.raises(InputError):
         certified_gradient(schedule, [["nan", "0"]], Y[:1])
     assert np.all(X == small_problem()[1])
+
+
+def test_a_loss_given_as_an_expression_of_the_final_state():
+    # Phi(x, y) = (x - y)^4 / 4 against the scalar tanh closed form
+    args = ("1/2", "1", "1/4", "1/2", "3/10", "1/2", "1/10")
+    loss = field(2, lambda v, p: [(v[0] - v[1]) ** 4 / 4, 0])
+    result = certified_gradient(*_scalar(*args)[:3], eps=args[-1], loss=loss)
+    w, a, b, T, x0, y, eps = (_mpq(v) for v in args)
+
+    def J(w, a, b):  # noqa: N802 (the loss J)
+        z = mp.asinh(mp.sinh(a * x0 + b) * mp.exp(a * w * T))
+        return ((z - b) / a - y) ** 4 / 4 + eps / 2 * T * (w * w + a * a + b * b)
+
+    params = [w, a, b]
+    assert _contains(result.loss, J(*params))
+    for k, name in enumerate(("W[0][0]", "A[0][0]", "b[0]")):
+        ref = mp.diff(lambda u, k=k: J(*[u if i == k else params[i] for i in range(3)]), params[k])
+        assert _contains(result.gradient[0][result.names.index(name)], ref), name
+    cert = gradient_certificate(result)
+    assert check_certificate(cert).verified
+    bad = copy.deepcopy(cert)
+    bad["instance"]["loss"] = field(2, lambda v, p: [(v[0] - v[1]) ** 2 / 2, 0]).to_json()
+    assert not check_certificate(bad).verified
+    with pytest.raises(InputError, match="loss"):
+        certified_gradient(*_scalar(*args)[:3], loss=field(1, lambda v, p: [v[0]]))
