@@ -37,6 +37,12 @@ def add_problem_arguments(parser: argparse.ArgumentParser) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``certified gradient``."""
     add_problem_arguments(parser)
+    parser.add_argument(
+        "--loss",
+        type=Path,
+        help="per-point loss Phi(x, y): an expression graph JSON of dimension 2d (x, then y) "
+        "without parameters, its first output Phi (default: the squared error / 2)",
+    )
     parser.add_argument("--out", type=Path, required=True, help="certificate file to write")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
@@ -75,7 +81,16 @@ def run(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     schedule, X, Y = read_problem(args)
-    result = certified_gradient(schedule, X, Y, eps=args.eps, prec=args.prec, for_certificate=True)
+    loss = None
+    if args.loss is not None:
+        from certified.fields import VectorField
+        from certified.io import prefixed_errors, read_json
+
+        with prefixed_errors(args.loss):
+            loss = VectorField(read_json(args.loss))
+    result = certified_gradient(
+        schedule, X, Y, eps=args.eps, prec=args.prec, for_certificate=True, loss=loss
+    )
     if "relu_patterns" in result.hints:  # computed and certified, but no checker rule
         path, message = (
             None,
