@@ -111,6 +111,13 @@ def _conv(A: Iv, B: Iv, k: int, lo: int = 0, hi: int | None = None, w: bool = Fa
     return terms.sum(axis=0)
 
 
+def _square(A: Iv, k: int) -> Iv:
+    """sum_{j=0..k} A_j A_{k-j} = 2 sum_{j < k/2} A_j A_{k-j} + [k even] A_{k/2}^2."""
+    twice = _conv(A, A, k, 0, (k - 1) // 2).scale(np.float64(2)) if k else None
+    mid = _dual_mul(A[k // 2], A[k // 2]) if k % 2 == 0 else None
+    return mid if twice is None else twice if mid is None else twice + mid
+
+
 def _wconv(A: Iv, B: Iv, k: int) -> Iv:
     """(1/k) sum_{j=1..k} j A_j B_{k-j}: coefficient k of c with c' = a' b."""
     return _conv(A, B, k, 1, w=True).divide_int(k)
@@ -244,9 +251,7 @@ def _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g) -> Iv:
         return _dual_div(num, B[0])
     A = series(0)
     if op == "sqr":
-        twice = _conv(A, A, k, 0, (k - 1) // 2).scale(np.float64(2)) if k else None
-        mid = _dual_mul(A[k // 2], A[k // 2]) if k % 2 == 0 else None
-        return mid if twice is None else twice if mid is None else twice + mid
+        return _square(A, k)
     if op not in ("exp", "log", "sqrt", "tanh", "sigmoid"):
         raise ReplayError(f"{op}: not in the float64 replay")
     if k == 0 and op in ("log", "sqrt") and not bool((A[0].lo[..., 0] > 0).all()):
@@ -266,7 +271,7 @@ def _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g) -> Iv:
     if op in ("tanh", "sigmoid"):
         y = _wconv(A, Z[gi], k)
         C = Iv(np.concatenate([own.lo, y.lo[None]]), np.concatenate([own.hi, y.hi[None]]))
-        cc = _conv(C, C, k)
+        cc = _square(C, k)
         if k < Z[gi].shape[0]:
             Z[gi][k] = -cc if op == "tanh" else y - cc
         return y

@@ -29,32 +29,23 @@ def _stack(a: Iv, b: Iv) -> Iv:
 
 
 def _matvec(C: np.ndarray, r: Iv) -> Iv:
-    """C r for exact C (n, d, d) and intervals r (n, d)."""
-    out = r[:, :1].scale(C[:, :, 0])
-    for k in range(1, C.shape[2]):
-        out = out + r[:, k : k + 1].scale(C[:, :, k])
-    return out
+    """C r for exact C (n, d, d) and intervals r (n, d): all products, then one sum."""
+    return r[:, None, :].scale(C).sum(axis=2)
 
 
 def _imatmul(P: Iv, Q: Iv) -> Iv:
-    """P Q for interval matrices (n, d, d)."""
-    out = P[:, :, :1] * Q[:, :1, :]
-    for k in range(1, P.shape[2]):
-        out = out + P[:, :, k : k + 1] * Q[:, k : k + 1, :]
-    return out
+    """P Q for interval matrices (n, d, d): all products (n, d, d, d), then one sum."""
+    return (P[:, :, :, None] * Q[:, None, :, :]).sum(axis=2)
 
 
 def _imatvec(P: Iv, r: Iv) -> Iv:
-    out = P[:, :, 0] * r[:, :1]
-    for k in range(1, P.shape[2]):
-        out = out + P[:, :, k] * r[:, k : k + 1]
-    return out
+    return (P * r[:, None, :]).sum(axis=2)
 
 
 def _poly(coefs: list[Iv], h: Iv) -> Iv:
-    out = coefs[-1]
+    out, point = coefs[-1], h.lo[0] == h.hi[0]  # a dyadic step: products by a double
     for c in reversed(coefs[:-1]):
-        out = out * h + c
+        out = (out.scale(h.lo[0]) if point else out * h) + c
     return out
 
 
@@ -134,7 +125,7 @@ def lohner_step64(prog: Program, params: Iv, S: Sets, h: fmpq, B: Iv, K: int, m:
     inc = hb * _poly([both[k][n:, :, 0] for k in range(1, K)] + [rem], hb)
     var = jets64(prog, params, _stack(B, X), _stack(VB, ident), m)
     J = _poly([var[k][n:, :, 1:] for k in range(m)] + [var[m][:n, :, 1:]], hb)  # (n, d, d)
-    A = _imatmul(J, _point(S.C))
+    A = (J[:, :, :, None].scale(S.C[:, None, :, :])).sum(axis=2)  # J C, C exact
     centre = S.centre + (inc.lo + inc.hi) / 2  # any doubles
     z = (_point(S.centre) - _point(centre)) + inc
     Am = (A.lo + A.hi) / 2
