@@ -90,21 +90,22 @@ def _coefficients(pc: _Piece, act: str, x0: Interval, dx0: Interval, m: int):
         if k == 0:
             z = z + pc.b
             dz = dz + _scatter(n, p, D, colb, one)
-        zs.append(z)
-        dzs.append(dz)
+        zs.append(z * k)  # j z_j and j dz_j: y_k = (1/k) sum_{j>=1} (j z_j) u_{k-j}
+        dzs.append(dz * k)
         if k == 0:
             y = iv.tanh(z) if act == "tanh" else iv.sigmoid(z)
             dy = None
         else:
             y, dy = None, None
             for j in range(1, k + 1):
-                c = Interval.from_exact([flint.fmpq(j, k)])
-                t = c * (zs[j] * us[k - j])
-                dt = c * (dzs[j] * us[k - j][:, :, None] + zs[j][:, :, None] * dus[k - j])
+                t = zs[j] * us[k - j]
+                dt = dzs[j] * us[k - j][:, :, None] + zs[j][:, :, None] * dus[k - j]
                 y, dy = (t, dt) if y is None else (y + t, dy + dt)
+            c = Interval.from_exact([flint.fmpq(1, k)])
+            y, dy = y * c, dy * c
         if k == 0:
             u = 1 - iv.sqr(y) if act == "tanh" else y - iv.sqr(y)
-            dy = u[:, :, None] * dz
+            dy = u[:, :, None] * dz  # dz_0 (k = 0: the stored j dz_j is 0)
             du = (-2 * y)[:, :, None] * dy if act == "tanh" else (1 - 2 * y)[:, :, None] * dy
             ys.append(y)
             dys.append(dy)
