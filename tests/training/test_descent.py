@@ -107,3 +107,13 @@ def test_cli_targets_of_the_wrong_shape(tmp_path, capsys):
     out = tmp_path / "c.json"
     assert main(["gradient", *argv, "--out", str(out)]) == 2
     assert "targets" in capsys.readouterr().err and not out.exists()
+
+
+def test_cli_stationary_not_met_exits_1_and_writes_nothing(tmp_path, capsys):
+    argv = _files(tmp_path)
+    out = tmp_path / "trace.json"
+    code = main(["train", *argv, "--lr", "1/2", "--steps", "1", "--stationary", "1/1000000",
+                 "--out", str(out), "--json"])  # fmt: skip
+    assert code == 1 and not out.exists()
+    js = json.loads(capsys.readouterr().out)
+    assert js["verdict"] == "UNDECIDED" and float(js["final_gradient_norm_upper"]) > 1e-6
