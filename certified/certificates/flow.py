@@ -366,7 +366,7 @@ def _resolved(text: str, hint: Mapping[str, Any], tau: flint.fmpq) -> list[tuple
     if left is None:
         left = int((tau / flint.fmpq(2) ** -hint["tick"]).floor())
     out = []
-    for m in re.finditer(r"R|([rw])([0-9]+)", text):
+    for m in re.finditer(r"R|([rws])([0-9]+)", text):
         k, t = ("r", min(hint["step"], left)) if m[0] == "R" else (m[1], int(m[2]))
         out.append((k, t))
         left -= t
@@ -395,7 +395,7 @@ def relu_vectorised_certificate(
     points: Any = None,
     plan: Mapping[str, Any] | None = None,
     boxes: Any = None,
-    repairs: int = 12,
+    repairs: int = 24,
     partition: list | None = None,
     leaves: Any = None,
     claims: Any = None,
@@ -438,7 +438,8 @@ def relu_vectorised_certificate(
     pieces = [Piece(p, f"pieces[{j}]", d) for j, p in enumerate(_piece_strings(schedule))]
     al = flint.fmpq(0) if schedule.activation.value == "relu" else schedule.slope
     sets = _sets_of(starts, n_boxes)
-    steps = [s.split("/") for s in plan["steps"]]
+    window = "s" if n_boxes else "w"  # boxes: straddle steps (bounds.md#relu-vec-straddle)
+    steps = [s.replace("w", window).split("/") for s in plan["steps"]]
     hints = {"method": "relu-vectorised", "pieces": plan["pieces"]}
     todo, tries = list(range(n)), [0] * n
     lo = hi = None
@@ -460,11 +461,15 @@ def relu_vectorised_certificate(
             tries[q] += 1
             toks = _resolved(steps[q][j], plan["pieces"][j], schedule.pieces[j].duration)
             t = toks[s][1]
-            if tries[q] <= 3 and t >= 2:
+            if toks[s][0] == "s":  # a straddle step that did not close: a window
+                toks[s] = ("w", t)
+            elif tries[q] <= 3 and t >= 2:
                 toks[s : s + 1] = [("r", t // 2), ("r", t - t // 2)]
             else:
                 toks[s] = ("w", t)
             steps[q][j] = "".join(f"{k}{v}" for k, v in toks)
+            if tries[q] > 3:  # give up straddle steps for this set: windows (always valid)
+                steps[q] = [part.replace("s", "w") for part in steps[q]]
             todo_next.append(q)
         todo = sorted(todo_next)
         if not todo:

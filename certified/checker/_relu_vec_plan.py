@@ -13,9 +13,9 @@ from ._parse import Rejected, array
 MAX_RELU_VEC_COST = 10**12  # cost units of the replay (about 1 ns each; format.md section 4)
 ROUND_COST, STEP_COST, EIG_COST = 10**5, 6, 40  # a round per K + 4; a step per K(d+4)(p+4); d^3
 UNITS = (ROUND_COST, STEP_COST, EIG_COST)
-_PIECE = re.compile(r"(?:R|[rw][1-9][0-9]{0,15})*")
-_TOKEN = re.compile(r"R|([rw])([0-9]+)")
-_KIND = {"r": 1, "w": 2}  # region, window steps
+_PIECE = re.compile(r"(?:R|[rws][1-9][0-9]{0,15})*")
+_TOKEN = re.compile(r"R|([rws])([0-9]+)")
+_KIND = {"r": 1, "w": 2, "s": 3}  # region, window, straddle steps
 
 
 def _tokens(text: Any, vp: Any, where: str, memo: dict) -> list[tuple[int, int]]:
@@ -23,7 +23,7 @@ def _tokens(text: Any, vp: Any, where: str, memo: dict) -> list[tuple[int, int]]
     got = memo.get((text, id(vp)))
     if got is None:
         if not isinstance(text, str) or _PIECE.fullmatch(text) is None:
-            raise Rejected(f"{where}: expected tokens R, r<ticks>, w<ticks>")
+            raise Rejected(f"{where}: expected tokens R, r<ticks>, w<ticks>, s<ticks>")
         got, left = [], vp.ticks
         for m in _TOKEN.finditer(text):
             kind, n = (1, min(vp.step, left)) if m[0] == "R" else (_KIND[m[1]], int(m[2]))

@@ -78,7 +78,8 @@ class VecPiece:
         self.a_r = 0.0 if exact else float(up(U * self.a_m))
         cols = list(zip(*piece.W, strict=True))
         self.check = np.array(list(map(any, cols))) & np.array(list(map(any, piece.A)))
-        self.anorm, self.nu = _norms(piece.A), up(_norms(cols) * _norms(piece.A))  # |w_i||a_i|
+        self.anorm, self.wnorm = _norms(piece.A), _norms(cols)
+        self.nu = up(self.wnorm * self.anorm)  # >= |w_i|_2 |a_i|_2
 
         def gram(M):  # ||M||_2^2 <= max row sum of |M^T M| (Gershgorin), enclosed in arb
             G = M.transpose() * M
@@ -146,10 +147,11 @@ def _lmax_verified(vp: VecPiece, Srows, n: int):
     t = est[:, -1] + 1e-10 * scale + 64 * d * U * scale
     eye = np.eye(d, dtype=bool)
     T = np.where(eye[None], t[:, None, None] - S, -S)
-    try:  # if any factorisation of the chunk fails, Gershgorin's bounds are used alone
+    try:
         L = np.linalg.cholesky(T)
-    except np.linalg.LinAlgError:
-        return np.full(n, np.inf)
+    except np.linalg.LinAlgError:  # one by one: a set's bound must not depend on its chunk
+        one = [_lmax_verified(vp, Srows[i : i + 1], 1)[0] for i in range(n)] if n > 1 else [np.inf]
+        return np.array(one)
     nL = norm_up(L.reshape(-1, d * d))  # ||L||_F^2 = |c|^2, c_j the column norms of R = L^T
     e = np.abs(T - L @ L.transpose(0, 2, 1)).reshape(-1, d * d)
     T = T.reshape(-1, d * d)
@@ -170,10 +172,11 @@ def _matvec(xm, V, P, absP, F, b=None):
     return Zm, rad(r)
 
 
-def region_step(vp: VecPiece, c, r, h, cache):
+def region_step(vp: VecPiece, c, r, h, cache, straddle: bool = False):
     """One region step of length h (exact doubles, per row) from B(c, r): (ok, c', r'), ok where
     every checked neuron keeps the sign of the centre's region with its margin
-    (bounds.md#relu-vec-tail, #relu-vec-lognorm, #relu-vec-region)."""
+    (bounds.md#relu-vec-tail, #relu-vec-lognorm, #relu-vec-region); ``straddle``: the tube may
+    reach the wrong side of some planes, which adds E = phi h e^(h mu) (#relu-vec-straddle)."""
     n, d = c.shape
     K = vp.K
     zm, zr = np.empty((K, n, vp.p)), np.empty((K, n, vp.p))
@@ -217,8 +220,27 @@ def region_step(vp: VecPiece, c, r, h, cache):
     x = up(h * mu)
     growth = up(1.0 + up(x + up(x * x)))  # e^x <= 1 + x + x^2 on [0, 1/2]
     tube = up(up(r * growth) + rho)
+    if straddle:
+        ok, E = _straddle(vp, zm, zr, active, tube, up(h * growth))
+        return ok, Sm, up(up(tube + E) + norm_up(Sr))
     ok = _signs(zm, zr, active, vp.check, up(tube[:, None] * vp.anorm[None, :]))
     return ok, Sm, up(tube + norm_up(Sr))
+
+
+def _straddle(vp: VecPiece, zm, zr, pos, tube, hG):
+    """(ok, E): E >= phi(E) h e^(h mu) strictly, phi(E) = sum_i |w_i| D_i, D_i >= how far the
+    tube of radius tube + E reaches past plane i on the wrong side of the centre's region."""
+    lo, hi = dn(zm - zr), up(zm + zr)
+    rest = _sum_up(np.maximum(np.abs(lo[1:]), np.abs(hi[1:])))
+    qmin, qmax = dn(lo[0] - rest), up(hi[0] + rest)  # q_i on [0, 1] lies in [qmin, qmax]
+    E = np.zeros(tube.shape)
+    for _ in range(4):
+        ext = up(up(tube + E)[:, None] * vp.anorm[None, :])
+        D = np.maximum(0.0, np.where(pos, up(ext - qmin), up(qmax + ext))) * vp.check[None, :]
+        new = up(_sum_up(up(D * vp.wnorm[None, :]).T) * hG)
+        ok = new < E
+        E = np.where(ok, E, up(2.0 * new))
+    return ok, new
 
 
 def _sum_up(x, weights=None):
@@ -285,7 +307,7 @@ def _replay(vps: list[VecPiece], c, r, plan: list):
         c_mask, c_mu = np.zeros((n, vp.p), dtype=bool), np.full(n, np.inf)
         tail = [] if not vp.tail else [(np.arange(n), np.zeros(n, dtype=np.int8), None)]
         for s, (sets, kinds, ticks) in enumerate(rounds + tail):
-            for kind in (1, 2, 0):
+            for kind in (1, 2, 3, 0):
                 pick = (kinds == kind) & ~dead[sets]
                 for a in range(0, int(pick.sum()), CHUNK):
                     sel = sets[pick][a : a + CHUNK]
@@ -298,7 +320,7 @@ def _replay(vps: list[VecPiece], c, r, plan: list):
                         c[sel], r[sel] = window_step(vp, c[sel], r[sel], h, h)
                         continue
                     cache = (c_mask[sel], c_mu[sel])
-                    ok, cn, rn = region_step(vp, c[sel], r[sel], h, cache)
+                    ok, cn, rn = region_step(vp, c[sel], r[sel], h, cache, kind == 3)
                     c_mask[sel], c_mu[sel] = cache
                     c[sel[ok]], r[sel[ok]] = cn[ok], rn[ok]
                     for q in sel[~ok]:

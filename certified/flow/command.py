@@ -198,7 +198,8 @@ def run(args: argparse.Namespace) -> int:
     if not refusal:
         try:  # rule relu-vectorised: the engine's claims first, re-checked by the writer
             with progress.stage("building the certificate"):
-                cert = flow_certificate_for(schedule, start, result, replay=not vec)
+                fast = vec and args.boxes is None  # boxes: the replay's straddle steps
+                cert = flow_certificate_for(schedule, start, result, replay=not fast)
         except InputError as exc:  # over the checker's limit after all, or a step not repaired
             cert_error = str(exc)
     verdict, path = "UNDECIDED", None

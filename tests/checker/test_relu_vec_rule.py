@@ -288,3 +288,27 @@ def test_partition_is_refused_for_points(good):
     c = copy.deepcopy(good)
     c["hints"]["partition"] = [[None]] * len(c["claim"]["enclosures"])
     _rejected(c, "unknown field")
+
+
+def test_small_boxes_through_crossings_take_straddle_steps():
+    """Boxes of side 1e-6 whose images cross hyperplanes: the producer writes straddle steps
+    (token s, bounds.md#relu-vec-straddle); VERIFIED, sampled references inside, widths on the
+    scale of the box (not of the Lipschitz window); a straddle step turned into a region step
+    is REJECTED."""
+    Ws, As, bs, rng = _random(3, 4, 4, 2)
+    taus = [F(1, 2)] * 2
+    lo = rng.uniform(-1, 1, size=(6, 4))
+    hi = lo + 1e-6
+    cert = certify(_schedule(Ws, As, bs, taus), Interval(lo, hi))
+    steps = cert["hints"]["steps"]
+    assert any("s" in t for t in steps)
+    for n in [q for q, t in enumerate(steps) if "s" in t][:2]:
+        box = claimed(cert, n)
+        assert max(b - a for a, b in box) < 1e-3
+        for x in [lo[n]]:
+            e = ref.piecewise_expm(Ws, As, bs, taus, [Fraction(v) for v in x])
+            assert inside(box, e), n
+    q = next(q for q, t in enumerate(steps) if "s" in t)
+    c = copy.deepcopy(cert)
+    c["hints"]["steps"][q] = steps[q].replace("s", "r")
+    _rejected(c, "region membership", "does not contain")
