@@ -28,7 +28,14 @@ import flint
 from certified.arith.exact import fmpq_to_str, to_fmpq
 from certified.errors import InputError, ShapeError
 
-__all__ = ["ARCHITECTURES", "ConservationCount", "architecture", "count_laws", "parse_polynomial"]
+__all__ = [
+    "ARCHITECTURES",
+    "ConservationCount",
+    "architecture",
+    "count_laws",
+    "parse_polynomial",
+    "polynomial_factorisation",
+]
 
 ARCHITECTURES = ("relu", "linear", "attention", "neural-ode")
 
@@ -136,6 +143,19 @@ def architecture(name: str, widths: Sequence[int]) -> Factorisation:
             ]
         return Factorisation(tuple(names), ctx, tuple(e for row in prod for e in row), tuple(laws))
     raise InputError(f"--architecture: {name!r} is not one of {', '.join(ARCHITECTURES)}")
+
+
+def polynomial_factorisation(variables: Sequence[str], phi: Sequence[str]) -> Factorisation:
+    """A factorisation given by polynomials ``phi`` (strings) in the named variables, with no
+    known laws (give them to :func:`count_laws`). Guarantee: exact."""
+    names = list(variables)
+    bad = [v for v in names if not isinstance(v, str) or not re.fullmatch(r"[A-Za-z_]\w*", v)]
+    if not names or bad or len(set(names)) != len(names) or len(names) > 200:
+        raise InputError(f"variables: expected 1 to 200 distinct names, got {names!r:.80}")
+    if not phi or len(phi) > 1000:
+        raise InputError("phi: expected 1 to 1000 polynomials")
+    ctx = _ctx(names)
+    return Factorisation(tuple(names), ctx, tuple(parse_polynomial(f, ctx) for f in phi), ())
 
 
 _TOKEN = re.compile(r"\s*(?:(\d+(?:/\d+)?)|([A-Za-z_][A-Za-z0-9_]*)|(\*\*|[-+*^()/]))")

@@ -21,13 +21,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``certified conservation``."""
     from certified.training.conservation import ARCHITECTURES
 
-    parser.add_argument(
+    model = parser.add_mutually_exclusive_group(required=True)
+    model.add_argument(
         "--architecture",
-        required=True,
         choices=ARCHITECTURES,
         help="relu (n,r,m), linear (n,r_1,...,m), attention (d,k), neural-ode (d,p)",
     )
-    parser.add_argument("--widths", required=True, help="comma-separated widths, e.g. 2,2,1")
+    model.add_argument(
+        "--phi",
+        help='JSON file {"variables": [names], "phi": [polynomials]}: the factorisation as '
+        "polynomial expressions (laws then come from --laws)",
+    )
+    parser.add_argument("--widths", help="comma-separated widths, e.g. 2,2,1 (with --architecture)")
     parser.add_argument(
         "--at",
         help="the point theta_0: comma-separated exact rationals (1/2,-3,...) or a JSON file "
@@ -74,13 +79,36 @@ def run(args: argparse.Namespace) -> int:
     from certified.training.conservation import architecture, at_strings, count_laws
 
     t0 = time.perf_counter()
-    fact = architecture(args.architecture, _widths(args.widths))
-    laws = None
+    if args.phi is not None and args.widths is not None:
+        raise InputError("--widths: only with --architecture (a --phi file names its variables)")
+    if args.phi is not None:
+        from certified.io import check_keys, prefixed_errors
+        from certified.training.conservation import polynomial_factorisation
+
+        obj = read_json(args.phi)
+        with prefixed_errors(args.phi):
+            if not isinstance(obj, dict):
+                raise InputError('expected {"variables": [...], "phi": [...]}')
+            obj = check_keys(obj, "", ["variables", "phi"], [])
+            if not all(isinstance(v, list) for v in obj.values()):
+                raise InputError('"variables" and "phi" must be lists of strings')
+            fact = polynomial_factorisation(obj["variables"], obj["phi"])
+        name, widths = "polynomial", str(args.phi)
+    else:
+        if args.widths is None:
+            raise InputError("--widths: required with --architecture")
+        fact = architecture(args.architecture, _widths(args.widths))
+        name, widths = args.architecture, args.widths
+    if args.phi is not None and args.laws is None:
+        laws_given = []
+    else:
+        laws_given = None
+    laws = laws_given
     if args.laws is not None:
         laws = read_json(args.laws)
         if not isinstance(laws, list) or not all(isinstance(h, str) for h in laws):
             raise InputError(f"--laws {args.laws}: expected a JSON list of polynomial strings")
-    count = count_laws(fact, _point(args.at), laws, name=args.architecture)
+    count = count_laws(fact, _point(args.at), laws, name=name)
     outcome = Outcome.VERIFIED if count.verdict == "COMPLETE" else Outcome.UNDECIDED
     if args.json:
         print_json(
@@ -89,8 +117,7 @@ def run(args: argparse.Namespace) -> int:
                 outcome,
                 None,
                 time.perf_counter() - t0,
-                scope=f"gradient flows of {args.architecture} {args.widths} near the point "
-                "theta_0 (a local count)",
+                scope=f"gradient flows of {name} {widths} near the point theta_0 (a local count)",
                 laws=count.laws,
                 lower=count.lower,
                 upper=count.upper,
@@ -103,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         D = len(count.names)
         print(
-            f"{args.architecture} {args.widths}: D = {D} parameters; {count.lower} <= "
+            f"{name} {widths}: D = {D} parameters; {count.lower} <= "
             f"independent conservation laws <= {count.upper} near theta_0 "
             f"({count.brackets} bracket fields)"
         )

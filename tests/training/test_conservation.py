@@ -118,3 +118,19 @@ def test_bounds_bracket_the_count_at_every_integer_point(data):
         assert count.lower <= expected <= count.upper
         if count.verdict == "COMPLETE":
             assert count.laws == expected
+
+
+def test_a_factorisation_given_by_polynomials(tmp_path, capsys):
+    phi = tmp_path / "phi.json"
+    phi.write_text(json.dumps({"variables": ["u", "v", "w"], "phi": ["u*v", "u*w"]}))
+    laws = tmp_path / "laws.json"
+    laws.write_text(json.dumps(["v^2 + w^2 - u^2"]))
+    assert main(["conservation", "--phi", str(phi), "--laws", str(laws), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["laws"] == 1 and out["status"] == "COMPLETE"
+    assert main(["conservation", "--phi", str(phi), "--json"]) == 1  # no laws given: a gap
+    assert json.loads(capsys.readouterr().out)["upper"] == 1
+    assert main(["conservation", "--phi", str(phi), "--widths", "2,2"]) == 2
+    phi.write_text(json.dumps({"variables": ["u"], "phi": ["u*v"]}))
+    assert main(["conservation", "--phi", str(phi)]) == 2
+    assert "unknown name" in capsys.readouterr().err
