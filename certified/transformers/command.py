@@ -48,8 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _enclosures(instance, result) -> list:
-    from certified.certificates.flow import exact_number
+    from certified.arith.exact import fmpq_to_str, to_fmpq
     from certified.transformers.flow import token_enclosures
+
+    def exact_number(v: float) -> str:
+        return fmpq_to_str(to_fmpq(v))
 
     out = []
     for boxes in token_enclosures(instance, result):
