@@ -408,7 +408,12 @@ def relu_vectorised_certificate(
     exactly when that replay certifies every step. A region step that the replay does not
     certify (rare: the engine validated it with slightly different roundings) is split in
     halves, and after three splits of one set replaced by a window step (always valid), and
-    the sets concerned replayed again, at most ``repairs`` times.
+    the sets concerned replayed again, at most ``repairs`` times. For boxes the engine's
+    windows are written as straddle steps (bounds.md#relu-vec-straddle; one that does not
+    close becomes a window). ``partition`` (one flat tree per box, e.g. from
+    :func:`certified.flow.relu._split.split_relu_boxes`) with its ``leaves`` (boxes, in the
+    trees' order): the leaves are replayed and each box claims the hull of its leaves'.
+    ``claims``: claim these enclosures without any replay (the writer's check decides).
 
     Raises
     ------
