@@ -8,7 +8,9 @@
   ``_region`` (arb regions and windows), ``_points`` and ``_boxes`` (one piece from points,
   from boxes), ``_float`` (plain float64 baseline);
 * ``_vec`` and ``_vec_kernels`` -- the vectorised 53-bit engine (``enclose_flow(...,
-  method="vectorised")``) and its compiled kernels.
+  method="vectorised")``) and its compiled kernels; ``_vec_plan`` -- its steps as hints of
+  the checker rule ``relu-vectorised``; ``_split`` -- boxes split into certified sub-boxes
+  (``hints.partition``).
 
 Methods and lemmas: proofs/bounds.md, section "ReLU flows".
 """
