@@ -62,12 +62,14 @@ def test_demo_steps_and_bench_suites_resolve():
     suites = bench_suites()
     assert set(suites) == {
         "arith",
+        "certificates",
         "flow",
         "gradient",
         "interpolation",
         "sinkhorn",
         "sweep",
         "tokens",
+        "transformer",
         "wasserstein",
     }
     assert all(callable(load(ref)) for ref in suites.values())
