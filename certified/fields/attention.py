@@ -28,7 +28,7 @@ import flint
 
 from certified.arith.exact import to_fmpq
 from certified.errors import InputError
-from certified.fields.expr import GraphBuilder, exp, log, logsumexp, sigmoid, tanh, total
+from certified.fields.expr import GraphBuilder, exp, sigmoid, tanh, total
 from certified.fields.field import VectorField
 
 __all__ = ["attention_field", "attention_parameter_names"]
@@ -84,8 +84,7 @@ def attention_field(
     for g, n in enumerate(sizes):
         m = _masses(masses[g] if masses is not None else None, n, g)
         X = [[b.x[(start + i) * d + c] for c in range(d)] for i in range(n)]
-        # log-masses enter the softmax's scores; uniform masses cancel there
-        logm = None if len(set(m)) == 1 else [log(b.const(q)) for q in m]
+        logm = None if len(set(m)) == 1 else m  # uniform masses cancel in the softmax
         for i in range(n):
             keys = range(i + 1) if causal else range(n)
             terms: list[list[Any]] = [[] for _ in range(d)]
@@ -93,10 +92,17 @@ def attention_field(
                 Bx = [total([P(f"B{h}[{r}][{c}]") * X[i][c] for c in range(d)]) for r in range(d)]
                 s = [total([Bx[r] * X[j][r] for r in range(d)]) for j in keys]
                 if normalisation == "softmax":
-                    if logm is not None:
-                        s = [sj + logm[j] for sj, j in zip(s, keys, strict=True)]
-                    lse = logsumexp(s)
-                    w = [exp(sj - lse) for sj in s]
+                    # exp(s_ij - s_ii) / sum_k exp(s_ik - s_ii): the self score s_ii shifts the
+                    # exponents (exact; every node has a float64 form, so the checker's replay
+                    # can run in float64 intervals: proofs/transformers.md §1)
+                    e = [
+                        b.const(m[j]) * exp(sj - s[keys.index(i)])
+                        if logm is not None
+                        else exp(sj - s[keys.index(i)])
+                        for sj, j in zip(s, keys, strict=True)
+                    ]
+                    z = total(e)
+                    w = [ej / z for ej in e]
                 else:
                     w = [b.const(m[j]) * exp(sj) for sj, j in zip(s, keys, strict=True)]
                 A = [total([wj * X[j][c] for wj, j in zip(w, keys, strict=True)]) for c in range(d)]
