@@ -68,6 +68,8 @@ RULE_ALLOWANCES: dict[str, int] = {
     "lohner64.py": 215,
     "_field_rule+lohner": 84,
     "_partition.py": 66,  # issue 18: hints.partition, exact bisection trees of input boxes
+    "_transformer_rule.py": 69,  # issue 13: kind transformer-cluster (+2 __init__, +1 the
+    # gradient/training KINDS entry split over two lines in the same commit)
 }
 
 
