@@ -58,11 +58,23 @@ def test_relu_boxes_are_certified_and_contain_sampled_images(tmp_path, capsys, p
 
 
 def test_a_box_across_a_hyperplane_is_undecided_with_the_reason(tmp_path, capsys):
+    """--prec 128: the region engine (rule relu-regions) cannot carry a box across a plane."""
     s, b = _files(tmp_path, RELU, {"lo": [[-0.5, 0]], "hi": [[0.25, 0.1]]})
     out = tmp_path / "cert.json"
-    assert main(["flow", "--schedule", str(s), "--boxes", str(b), "--out", str(out)]) == 1
+    args = ["flow", "--schedule", str(s), "--boxes", str(b), "--out", str(out)]
+    assert main([*args, "--prec", "128"]) == 1
     assert "split the box" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_box_across_a_hyperplane_is_certified_by_rule_relu_vectorised(tmp_path, capsys):
+    """The default (53 bits): the vectorised engine's steps, replayed by the checker (boxes
+    against 50-digit references: tests/checker/test_relu_vec_rule.py)."""
+    s, b = _files(tmp_path, RELU, {"lo": [[-0.5, 0]], "hi": [[0.25, 0.1]]})
+    out = tmp_path / "cert.json"
+    assert main(["flow", "--schedule", str(s), "--boxes", str(b), "--out", str(out)]) == 0
+    cert = json.loads(out.read_text())
+    assert cert["hints"]["method"] == "relu-vectorised" and main(["check", str(out)]) == 0
 
 
 def test_boxes_of_tanh_flows_are_certified_by_the_generic_rule(tmp_path, capsys):

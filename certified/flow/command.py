@@ -182,8 +182,12 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress("flow")
     what = "boxes" if args.boxes is not None else "points"
     if args.out is None:  # enclosures only: the fastest engine that applies
+        fast = args.boxes is None and _vectorised_applies(schedule, args.prec)
         with progress.stage(f"enclosing the flow of {n} {what}"):
-            result = enclose_flow(schedule, start, prec=args.prec)
+            if fast:  # points at 53 bits: the vectorised engine, whatever their number
+                result = enclose_flow(schedule, start, method="vectorised")
+            else:
+                result = enclose_flow(schedule, start, prec=args.prec)
         return _enclosures_only(args, result, n, what, source, t0)
     vec = _vectorised_applies(schedule, args.prec)  # rule relu-vectorised (53 bits)
     refusal = (_relu_vec_over_budget if vec else _relu_over_budget)(schedule, n, what, args.prec)
