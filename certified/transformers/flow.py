@@ -96,9 +96,7 @@ def rk4(instance: TransformerInstance, steps: int) -> np.ndarray:
     x = instance.state().astype(float)
     for piece in instance.problem.pieces:
         vals = piece.values
-        h = float(piece.duration) if hasattr(piece.duration, "__float__") else None
-        h = (piece.duration.p / piece.duration.q) if h is None else h
-        h = float(h) / steps
+        h = float(piece.duration.p) / float(piece.duration.q) / steps
         for _ in range(steps):
             k1 = field.evaluate(x, vals)
             k2 = field.evaluate(x + 0.5 * h * k1, vals)
@@ -106,8 +104,3 @@ def rk4(instance: TransformerInstance, steps: int) -> np.ndarray:
             k4 = field.evaluate(x + h * k3, vals)
             x = x + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
     return x[0]
-
-
-def flow_save_at(instance: TransformerInstance, ts: Any = ()) -> SaveAt:
-    """The SaveAt of :func:`transformer_flow`. Guarantee: exact."""
-    return SaveAt(instance.total_time, ts)
