@@ -18,30 +18,14 @@ import numpy as np
 from ._parse import Rejected, array, fields, small_integer
 from ._partition import partition_leaves
 from ._relu_vec_plan import plans
+from .ivec import dn, up
+from .ivec import fpu_ok as _fpu_ok
 
 arb = flint.arb
 
 U, ETA, PHI = 2.0**-53, 2.0**-1074, 2.0**-53 + 2.0**-105
 FLOOR, BUMP = 2.0**-900, 1.0 + 8.0 * 2.0**-53  # radius rule, bounds.md#relu-vec-matvec
 CHUNK = 1024  # sets per numpy batch (single-threaded BLAS sizes)
-
-
-def _fpu_ok() -> bool:
-    """Round-to-nearest with gradual underflow, probed on array values (no constant folding)."""
-    x = np.array([1.0, -1.0, 2.0**-1022, 2.0**-1074])
-    y = np.array([3 * 2.0**-54, 2.0**-54])
-    return bool(
-        x[0] + y[0] == 1.0 + 2.0**-52 and x[1] - y[0] == -(1.0 + 2.0**-52)
-        and x[0] + y[1] == 1.0 and x[2] / 2.0 == 2.0**-1023 and x[3] * 2.0 == 2.0**-1073
-    )  # fmt: skip
-
-
-def up(x):  # >= succ(x), and dn(x) <= pred(x) (bounds.md#pred-succ)
-    return x + (PHI * np.abs(x) + ETA)
-
-
-def dn(x):
-    return x - (PHI * np.abs(x) + ETA)
 
 
 def rad(x):

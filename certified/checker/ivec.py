@@ -24,15 +24,16 @@ import flint
 import numpy as np
 from flint import arb, fmpq
 
-__all__ = ["Iv", "check_fpu", "exp_points", "from_arb", "from_fmpq", "matmul", "to_arb"]
+__all__ = ["Iv", "check_fpu", "dn", "exp_points", "fpu_ok", "from_arb", "from_fmpq", "matmul",
+           "to_arb", "up"]  # fmt: skip
 
 _INF = np.inf
 _PHI = 2.0**-53 * (1.0 + 2.0**-52)
 _ETA = 2.0**-1074
 
 
-def check_fpu() -> None:
-    """Raise RuntimeError unless numpy rounds to nearest with gradual underflow."""
+def fpu_ok() -> bool:
+    """Round to nearest with gradual underflow, probed on array values (no constant folding)."""
     x = np.array([1.0, -1.0, 2.0**-1022, 2.0**-1074, 1.0])
     y = np.array([3 * 2.0**-54, -3 * 2.0**-54, 2.0, 2.0, 2.0**-54])
     probes = (
@@ -42,8 +43,23 @@ def check_fpu() -> None:
         (x[2] / y[2], 2.0**-1023),
         (x[3] * y[3], 2.0**-1073),
     )
-    if any(float(got) != want for got, want in probes):
+    return all(float(got) == want for got, want in probes)
+
+
+def check_fpu() -> None:
+    """Raise RuntimeError unless numpy rounds to nearest with gradual underflow."""
+    if not fpu_ok():
         raise RuntimeError("the floating-point environment does not round to nearest")
+
+
+def up(x):
+    """>= succ(x) elementwise, for x computed in round to nearest (bounds.md#pred-succ)."""
+    return x + (_PHI * np.abs(x) + _ETA)
+
+
+def dn(x):
+    """<= pred(x) elementwise (bounds.md#pred-succ)."""
+    return x - (_PHI * np.abs(x) + _ETA)
 
 
 def _down(x: np.ndarray) -> np.ndarray:
