@@ -14,7 +14,7 @@ import numpy as np
 from flint import arb
 
 from .ivec import Iv, exp_points, from_arb, from_fmpq, matmul
-from .taylor import ExpressionField, ReplayError
+from .taylor import ExpressionField, ReplayError, _sin_range
 
 __all__ = ["Program", "jets64"]
 
@@ -249,9 +249,21 @@ def _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g) -> Iv:
             raise ReplayError(f"set {i}: node {int(idx[r])} (div): the divisor's ball contains 0")
         num = c(0) if k == 0 else c(0) - _conv(B, own, k, 1)
         return _dual_div(num, B[0])
+    if op == "logsumexp":
+        return _logsumexp(H, args, idx, k, Z, gi)
     A = series(0)
     if op == "sqr":
         return _square(A, k)
+    if op in ("sin", "cos"):  # (sin a)' = a' cos a, (cos a)' = -a' sin a
+        if k == 0:
+            sc = _sin_cos(A[0])
+            Z[gi] = tuple(Iv.zeros((H.shape[0], *y.shape)) for y in sc)
+            for z, y in zip(Z[gi], sc, strict=True):
+                z[0] = y
+        else:
+            Z[gi][0][k] = _wconv(A, Z[gi][1], k)
+            Z[gi][1][k] = -_wconv(A, Z[gi][0], k)
+        return Z[gi][op == "cos"][k]
     if op not in ("exp", "log", "sqrt", "tanh", "sigmoid"):
         raise ReplayError(f"{op}: not in the float64 replay")
     if k == 0 and op in ("log", "sqrt") and not bool((A[0].lo[..., 0] > 0).all()):
@@ -280,3 +292,69 @@ def _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g) -> Iv:
         return _dual_div(A[k] if corr is None else A[k] - corr, A[0])
     corr = _conv(own, own, k, 1, k - 1) if k > 1 else None  # sqrt
     return _dual_div(A[k] if corr is None else A[k] - corr, own[0].scale(np.float64(2)))
+
+
+def _sin_cos(a0: Iv) -> tuple[Iv, Iv]:
+    """The duals (sin a0, cos a0) at order 0: values by arb over each interval (its end values
+    and every extremum inside, taylor._sin_range), rounded outward."""
+    balls = [
+        arb(x).union(arb(y))
+        for x, y in zip(a0.lo[..., 0].ravel().tolist(), a0.hi[..., 0].ravel().tolist(), strict=True)
+    ]
+    shape = a0.shape[:-1] + (1,)
+    s = from_arb([_sin_range(b) for b in balls])
+    c = from_arb([_sin_range(b + arb.pi() / 2) for b in balls])
+    s, c = (
+        Iv(s.lo.reshape(shape), s.hi.reshape(shape)),
+        Iv(c.lo.reshape(shape), c.hi.reshape(shape)),
+    )
+    out = []
+    for y, dy in ((s, c), (c, -s)):
+        o = Iv(np.empty(a0.shape), np.empty(a0.shape))
+        o[..., :1] = y
+        if a0.shape[-1] > 1:
+            o[..., 1:] = a0[..., 1:] * dy
+        out.append(o)
+    return out[0], out[1]
+
+
+def _exp_iv(x: Iv) -> Iv:
+    """exp over intervals (increasing): the end points by exp_points."""
+    return Iv(exp_points(x.lo).lo, exp_points(x.hi).hi)
+
+
+def _logsumexp(H: Iv, args: np.ndarray, idx: np.ndarray, k: int, Z: dict, gi: int) -> Iv:
+    """L = log sum_t exp(a_t), with the softmax weights w_t = exp(a_t - L) as auxiliary series:
+    L' = sum_t w_t a_t', w_t' = (a_t' - L') w_t (taylor._logsumexp)."""
+    if k == 0:
+        V = H[0][args]  # (G, arity, n, 1 + g)
+        v = V[..., 0]
+        ends = []
+        for p in (v.lo, v.hi):  # increasing in every argument: L at the end points
+            top = p.max(axis=1, keepdims=True)  # any double shift
+            D = Iv(p, p.copy()) - Iv(top + 0 * p, top + 0 * p)
+            total = _exp_iv(D).sum(axis=1)
+            ends.append(Iv(top[:, 0], top[:, 0].copy()) + _monotone("log", total))
+        L0 = Iv(ends[0].lo, ends[1].hi)  # (G, n)
+        w = _exp_iv(v - Iv(L0.lo[:, None], L0.hi[:, None]))  # (G, arity, n)
+        g1 = V.shape[-1]
+        out = Iv(np.empty((len(idx), *v.shape[2:], g1)), np.empty((len(idx), *v.shape[2:], g1)))
+        out[..., 0] = L0
+        W = Iv(np.empty(V.shape), np.empty(V.shape))
+        W[..., 0] = w
+        if g1 > 1:
+            dL = (V[..., 1:] * w[..., None]).sum(axis=1)  # (G, n, g)
+            out[..., 1:] = dL
+            W[..., 1:] = (V[..., 1:] - dL[:, None]) * w[..., None]
+        Z[gi] = Iv.zeros((H.shape[0], *W.shape))
+        Z[gi][0] = W
+        return out
+    A = H[: k + 1][:, args]  # (k + 1, G, arity, n, 1 + g)
+    W = Z[gi]
+    L = _wconv(A, W, k).sum(axis=1)  # (G, n, 1 + g): the sum over the arguments t
+    own = H[:k, idx]
+    Ls = Iv(np.concatenate([own.lo, L.lo[None]]), np.concatenate([own.hi, L.hi[None]]))
+    D = A - Iv(Ls.lo[:, :, None], Ls.hi[:, :, None])
+    if k < W.shape[0]:
+        W[k] = _wconv(D, W, k)
+    return L

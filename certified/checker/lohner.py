@@ -21,8 +21,8 @@ MAX_TAYLOR_OPS = 6 * 10**8  # estimated cost of a replay, in units of ~0.1 us (a
 _ZERO = arb(0)
 
 # the operations with a float64 form (lohner64, jets64: numpy, imported when used)
-SUPPORTED = ("x", "p", "c", "neg", "sqr", "sqrt", "exp", "log", "tanh", "sigmoid", "add", "sub",
-             "mul", "div", "sum")  # fmt: skip
+SUPPORTED = ("x", "p", "c", "neg", "sqr", "sqrt", "exp", "log", "tanh", "sigmoid", "sin", "cos",
+             "add", "sub", "mul", "div", "sum", "logsumexp")  # fmt: skip
 
 
 def supported(field) -> bool:
@@ -138,14 +138,14 @@ def _shape(field) -> tuple[int, int, int]:
     and operation, twice), the nodes computed at every order (neither constant nor a product by
     a constant, which matrix products absorb) and those whose coefficients are convolutions."""
     depth, keys, active, conv = [], set(), 0, 0
-    series = ("mul", "div", "sqr", "sqrt", "exp", "log", "tanh", "sigmoid")
+    series = ("mul", "div", "sqr", "sqrt", "exp", "log", "tanh", "sigmoid", "sin", "cos")
     for i, (op, *a) in enumerate(field.nodes):
         depth.append(0 if op in ("x", "p", "c") else 1 + max(depth[j] for j in a))
         keys.add((depth[-1], op))
         scaled = op == "mul" and (field.const[a[0]] or field.const[a[1]])
         if not field.const[i] and not scaled:
             active += 1
-            conv += op in series
+            conv += op in series or (2 * len(a) if op == "logsumexp" else 0)
     return 2 * len(keys), active, conv
 
 
