@@ -143,14 +143,18 @@ def lohner_step64(prog: Program, params: Iv, S: Sets, h: fmpq, B: Iv, K: int, m:
 
 
 def apriori64(prog: Program, params: Iv, S: Sets, hb: Iv, rho: float) -> Iv:
-    """The a priori boxes of a step from the factor rho (``hints.apriori``): the Euler boxes
-    E = X + [0, h] f(X) of the hulls X, widened on each side by rho (max_k w(E_k) + 2^-30 |E| +
-    2^-200), the largest width of the set's box in every coordinate.
+    """The a priori boxes of a step from the factor rho (``hints.apriori``): from the Euler boxes
+    Y = X + [0, h] f(X) of the hulls X, two rounds of B = inflate(Y), Y = X + [0, h] f(B), where
+    inflate widens each coordinate by rho (w(Y_k) + 2^-10 max_k w(Y_k) + 2^-30 |Y_k| + 2^-200).
     Any box is only a candidate: the Picard inclusion decides (proofs/bounds.md#picard)."""
     X = S.hull(with_centre=True)
-    E = X + jets64(prog, params, X, None, 1)[1][..., 0].union_zero() * hb
-    pad = rho * ((E.hi - E.lo).max(axis=1, keepdims=True) + 2.0**-30 * E.mag() + 2.0**-200)
-    return Iv(E.lo - pad, E.hi + pad)
+    B = X
+    for _ in range(3):
+        Y = X + jets64(prog, params, B, None, 1)[1][..., 0].union_zero() * hb
+        w = Y.hi - Y.lo
+        pad = rho * (w + 2.0**-10 * w.max(axis=1, keepdims=True) + 2.0**-30 * Y.mag() + 2.0**-200)
+        B = Iv(Y.lo - pad, Y.hi + pad)
+    return B
 
 
 _RHOS = [2.0**k for k in range(-8, 7)]  # the factors the producer tries (hints.apriori)
