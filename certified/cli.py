@@ -181,6 +181,11 @@ def _main(argv: list[str]) -> int:
         print(f"{name}: terminated (no partial or temporary file is left)", file=sys.stderr)
         return 143
     except Exception as exc:
+        signal_exc = _interruption_behind(exc)
+        if signal_exc is not None:  # a signal raised inside compiled code (numba wraps it)
+            what, code = ("terminated", 143) if signal_exc is _Terminated else ("interrupted", 130)
+            print(f"{name}: {what} (no partial or temporary file is left)", file=sys.stderr)
+            return code
         if getattr(args, "debug", False):
             raise
         print(
@@ -189,6 +194,20 @@ def _main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 70
+
+
+def _interruption_behind(exc: BaseException) -> type | None:
+    """``_Terminated`` or ``KeyboardInterrupt`` if one of them caused EXC: a signal handler that
+    raises while a numba kernel runs surfaces as ``SystemError(...returned a result with an
+    exception set)`` whose cause is the handler's exception."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        for kind in (_Terminated, KeyboardInterrupt):
+            if isinstance(exc, kind):
+                return kind
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _in_main_thread() -> bool:
