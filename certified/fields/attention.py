@@ -13,7 +13,8 @@ with ``P_i = I - x_i x_iᵀ`` on the sphere (``geometry="sphere"``) or ``P_i = I
 ``Z_i = Σ_j m_j e^{<B_h x_i, x_j>}`` (``normalisation="softmax"``) or ``Z_i = 1`` (the
 unnormalised ``"mean"`` variant of Geshkovski et al.: ``(1/n) Σ_j e^{...} x_j`` for uniform
 masses ``m_j = 1/n``), sums over ``j <= i`` with ``causal=True``. The score convention is
-``<B x_i, x_j> = x_jᵀ B x_i`` (theorems.md §9: B = QᵀK). Parameters: ``V{h}[r][c]``,
+``<B x_i, x_j> = x_jᵀ B x_i`` (theorems.md §1.4, §9: the score of key y at query x is
+``<Qy, Kx>``, so B = QᵀK; tests/attention/test_convention.py). Parameters: ``V{h}[r][c]``,
 ``B{h}[r][c]`` per head, and ``W[r][k]``, ``U[k][c]``, ``b[k]`` for a hidden width p >= 1.
 
 Guarantee: exact (the graph is the formula above; masses enter as exact constants).

@@ -10,6 +10,11 @@ File format (``certified transformer flow --instance F``)::
      "geometry": "sphere" | "euclidean", "normalisation": "softmax" | "mean",
      "causal": false}
 
+Score convention (theorems.md §1.4, §9; the one of :mod:`certified.attention`): the score of
+key y at query x is ``<Qy, Kx> = <y, a>`` with ``a = QᵀK x``; here ``B = QᵀK``, so token i
+weighs token j by ``e^{<B x_i, x_j>}`` (give ``B = QᵀK``, not ``KᵀQ``: they differ when QᵀK is
+not symmetric).
+
 Absent matrices are 0 (V = 0: the sphere neural ODE; W = 0: pure self-attention; B = 0: the
 barycentre flow). ``heads`` replaces ``V`` and ``B`` (multi-head: the heads' outputs add up).
 On the sphere every token must have |x| = 1 to within 1e-12 (the flow is certified for the
