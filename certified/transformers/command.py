@@ -23,14 +23,21 @@ from pathlib import Path
 
 __all__ = ["add_arguments", "demo_check", "run"]
 
+# subcommands defined in their own modules: gaussian-pde (gaussian_command), depth-limit
+_DELEGATED = {
+    "gaussian-pde": "certified.transformers.gaussian_command",
+    "depth-limit": "certified.transformers.depth_command",
+}
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``certified transformer``."""
-    parser.add_argument("action", choices=("flow", "cluster"), help="what to certify")
+    from certified.transformers import depth_command, gaussian_command
+
+    parser.add_argument("action", choices=("flow", "cluster", *_DELEGATED), help="what to certify")
     parser.add_argument(
         "--instance",
         type=Path,
-        required=True,
         help='instance JSON {"tokens": n×d, "weights"?, "pieces": [{"duration", "V", "B", '
         '"W"?, "U"?, "b"?, "activation"?, "heads"?}], "geometry"?, "normalisation"?, '
         '"causal"?} or {"measures": [{"tokens", "weights"?}], ...} (proofs/transformers.md)',
@@ -43,8 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="cluster: equally spaced times searched for the first certified diameter <= eps",
     )
     parser.add_argument("--save-at", help="flow: comma-separated earlier times also enclosed")
-    parser.add_argument("--out", type=Path, required=True, help="certificate file to write")
+    parser.add_argument("--out", type=Path, help="certificate file to write")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    gaussian_command.add_arguments(parser)
+    depth_command.add_arguments(parser)
 
 
 def _enclosures(instance, result) -> list:
@@ -77,6 +86,12 @@ def run(args: argparse.Namespace) -> int:
     from certified.transformers.instance import read_instance
     from certified.verdict import Outcome
 
+    if args.action in _DELEGATED:
+        import importlib
+
+        return importlib.import_module(_DELEGATED[args.action]).run(args)
+    if args.instance is None or args.out is None:
+        raise InputError(f"{args.action}: --instance F and --out CERT are required")
     t0 = time.perf_counter()
     progress = Progress("transformer")
     if args.action == "cluster" and args.eps is None:
