@@ -12,7 +12,7 @@ from typing import Any
 __all__ = ["NAMES", "schema"]
 
 NAMES = ("schedule", "points", "dataset", "boxes", "measure", "attention-instance", "field",
-         "tokens-instance", "sweep-spec", "certificate")  # fmt: skip
+         "tokens-instance", "sweep-spec", "certificate", "stack-model")  # fmt: skip
 
 
 def schema(name: str) -> dict[str, Any]:
