@@ -40,9 +40,9 @@ def _keys(value: Any, where: str, required: tuple, optional: tuple) -> dict:
 
 
 def _flag(value: Any, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise Rejected(f"{where}: expected true or false")
-    return value
+    if isinstance(value, bool) or value not in (0, 1):
+        raise Rejected(f"{where}: expected 1 or 0")
+    return value == 1
 
 
 def _pos(value: Any, where: str) -> flint.fmpq:
@@ -64,7 +64,7 @@ def _attention(obj: dict, where: str, d: int, n: int) -> tuple:
     _keys(obj, where, ("type", "heads"), ("mask", "scale", "residual", "step"))
     scale = _pos(obj.get("scale", 1), f"{where}.scale")
     step = _pos(obj.get("step", 1), f"{where}.step")
-    residual = _flag(obj.get("residual", True), f"{where}.residual")
+    residual = _flag(obj.get("residual", 1), f"{where}.residual")
     mask = obj.get("mask")
     if mask == "causal":
         mask = [[j <= i for j in range(n)] for i in range(n)]
@@ -101,7 +101,7 @@ def _mlp(obj: dict, where: str, d: int) -> tuple:
     b2 = vector(obj["b2"], f"{where}.b2", d)
     act = string(obj["activation"], f"{where}.activation", ("relu", "tanh", "gelu"))
     step = _pos(obj.get("step", 1), f"{where}.step")
-    residual = _flag(obj.get("residual", True), f"{where}.residual")
+    residual = _flag(obj.get("residual", 1), f"{where}.residual")
     return ("mlp", _matq(W1), b1, _matq(W2) * step, [b * step for b in b2], act, residual)
 
 

@@ -27,12 +27,13 @@ __all__ = ["add_arguments", "demo_check", "run"]
 _DELEGATED = {
     "gaussian-pde": "certified.transformers.gaussian_command",
     "depth-limit": "certified.transformers.depth_command",
+    "stack": "certified.transformers.stack_command",
 }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``certified transformer``."""
-    from certified.transformers import depth_command, gaussian_command
+    from certified.transformers import depth_command, gaussian_command, stack_command
 
     parser.add_argument("action", choices=("flow", "cluster", *_DELEGATED), help="what to certify")
     parser.add_argument(
@@ -54,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     gaussian_command.add_arguments(parser)
     depth_command.add_arguments(parser)
+    stack_command.add_arguments(parser)
 
 
 def _enclosures(instance, result) -> list:

@@ -47,7 +47,7 @@ def _stacked(lo: np.ndarray, hi: np.ndarray) -> Interval:
     return Interval(lo, hi)
 
 
-class _Compiled:
+class CompiledLayer:
     """Float64 interval enclosures of a layer's exact parameters, computed once."""
 
     def __init__(self, layer: Any) -> None:
@@ -75,11 +75,11 @@ class _Compiled:
             self.eps = _iv(np.array([layer.eps], dtype=object))
 
 
-def compile_stack(stack: Stack) -> list[_Compiled]:
+def compile_stack(stack: Stack) -> list[CompiledLayer]:
     """Interval enclosures of every layer's parameters. Guarantee: encloses."""
     cache = getattr(stack, "_compiled", None)
     if cache is None:
-        cache = [_Compiled(layer) for layer in stack.layers]
+        cache = [CompiledLayer(layer) for layer in stack.layers]
         object.__setattr__(stack, "_compiled", cache)
     return cache
 
@@ -114,7 +114,7 @@ def _rows_to_blocks(a: np.ndarray, n: int, H: int) -> np.ndarray:
     return a.reshape(H, n, n).transpose(1, 0, 2).reshape(n, H * n)
 
 
-def _softmax(S: Interval, w: Interval | None, mask: np.ndarray | None) -> Interval:
+def softmax_intervals(S: Interval, w: Interval | None, mask: np.ndarray | None) -> Interval:
     """Rows of ``P_ij = w_j e^{S_ij} / Σ_k w_k e^{S_ik}`` over the visible ``j``; 0 elsewhere.
 
     ``P_ij = a_j / (a_j + B_j)`` with ``a_j = w_j e^{S_ij - c}`` and ``B_j = Σ_{k≠j} a_k`` is
@@ -144,13 +144,13 @@ def _softmax(S: Interval, w: Interval | None, mask: np.ndarray | None) -> Interv
     return Interval(np.maximum(p_lo, 0.0), p_hi)
 
 
-def _attention(c: _Compiled, X: Interval, w: Interval | None, mask: np.ndarray | None) -> Interval:
+def _attention(c: CompiledLayer, X: Interval, w: Interval | None, mask: Any) -> Interval:
     n, d = X.shape
     H = c.H
     T = iv.matmul(X, c.A)  # row i, block h: (A_hᵀ x_i)ᵀ... as x_iᵀ A_h
     Ts = _stacked(_blocks_to_rows(T.lo, n, H, d), _blocks_to_rows(T.hi, n, H, d))
     S = iv.matmul(Ts, X.T)  # S[h n + i, j] = x_iᵀ A_h x_j: key j at query i
-    P = _softmax(S, w, None if mask is None else np.tile(mask, (H, 1)))
+    P = softmax_intervals(S, w, None if mask is None else np.tile(mask, (H, 1)))
     # [P_1 | ... | P_H] (n x H n) @ [X G_1ᵀ; ...; X G_Hᵀ] (H n x d) = Σ_h P_h X G_hᵀ
     XG = iv.matmul(X, c.Gt)
     XGs = _stacked(_blocks_to_rows(XG.lo, n, H, d), _blocks_to_rows(XG.hi, n, H, d))
@@ -197,13 +197,13 @@ def _activation(name: str, Z: Interval) -> Interval:
     return gelu_interval(Z)
 
 
-def _mlp(c: _Compiled, X: Interval) -> Interval:
+def _mlp(c: CompiledLayer, X: Interval) -> Interval:
     Z = iv.matmul(X, c.W1t) + c.b1
     out = iv.matmul(_activation(c.layer.activation, Z), c.W2t) + c.b2
     return X + out if c.layer.residual else out
 
 
-def _layernorm(c: _Compiled, X: Interval, index: int) -> Interval:
+def _layernorm(c: CompiledLayer, X: Interval, index: int) -> Interval:
     C = iv.matmul(X, c.center)
     var = iv.isum(iv.sqr(C), axis=1) * c.inv_d + c.eps
     bad = np.flatnonzero(var.lo <= 0)

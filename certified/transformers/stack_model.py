@@ -66,8 +66,10 @@ def _vector(x: Any, field: str, n: int) -> np.ndarray:
 
 
 def _flag(x: Any, field: str) -> bool:
+    if isinstance(x, int) and not isinstance(x, bool) and x in (0, 1):
+        return bool(x)  # certificates write flags as 0 / 1 (no JSON booleans there)
     if not isinstance(x, bool):
-        raise InputError(f"{field}: expected true or false, got {x!r}")
+        raise InputError(f"{field}: expected true or false (or 1 or 0), got {x!r}")
     return x
 
 
@@ -122,7 +124,7 @@ class AttentionLayer:
         object.__setattr__(self, "mask", mask)
         object.__setattr__(self, "scale", _positive(self.scale, "scale"))
         object.__setattr__(self, "step", _positive(self.step, "step"))
-        _flag(self.residual, "residual")
+        object.__setattr__(self, "residual", _flag(self.residual, "residual"))
 
     @property
     def d(self) -> int:
@@ -188,7 +190,7 @@ class MLPLayer:
         if self.activation not in ACTIVATIONS:
             raise InputError(f"activation: {self.activation!r} is not one of {ACTIVATIONS}")
         object.__setattr__(self, "step", _positive(self.step, "step"))
-        _flag(self.residual, "residual")
+        object.__setattr__(self, "residual", _flag(self.residual, "residual"))
 
     @property
     def d(self) -> int:
@@ -343,8 +345,9 @@ def _q(a: Any) -> Any:
 
 
 def stack_to_json(stack: Stack) -> dict[str, Any]:
-    """The model file of ``stack`` with every number an exact string (read back by
-    :func:`parse_stack` to an equal stack). Guarantee: exact."""
+    """The model file of ``stack`` with every number an exact string and flags as 1 / 0 (the
+    form certificates carry; read back by :func:`parse_stack` to an equal stack).
+    Guarantee: exact."""
     layers = []
     for layer in stack.layers:
         if isinstance(layer, LayerNorm):
@@ -353,7 +356,7 @@ def stack_to_json(stack: Stack) -> dict[str, Any]:
         elif isinstance(layer, MLPLayer):
             layers.append({"type": "mlp", "W1": _q(layer.W1), "b1": _q(layer.b1),
                            "W2": _q(layer.W2), "b2": _q(layer.b2),
-                           "activation": layer.activation, "residual": layer.residual,
+                           "activation": layer.activation, "residual": int(layer.residual),
                            "step": _q(layer.step)})  # fmt: skip
         else:
             heads = []
@@ -367,6 +370,6 @@ def stack_to_json(stack: Stack) -> dict[str, Any]:
                 entry["mask"] = "causal"
             elif layer.mask is not None:
                 entry["mask"] = [[int(v) for v in row] for row in layer.mask]
-            entry.update(scale=_q(layer.scale), residual=layer.residual, step=_q(layer.step))
+            entry.update(scale=_q(layer.scale), residual=int(layer.residual), step=_q(layer.step))
             layers.append(entry)
     return {"dimension": stack.d, "layers": layers}
