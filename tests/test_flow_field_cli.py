@@ -388,3 +388,23 @@ def test_out_naming_an_input_is_refused_and_the_input_kept(tmp_path, capsys, spe
     assert main([*argv, "--out", str(out[spelling])]) == 2
     assert "is the --field input" in capsys.readouterr().err
     assert field_file.read_bytes() == before
+
+
+def test_claims_the_replay_misses_fall_back_to_the_replayed_claims(tmp_path, capsys, monkeypatch):
+    # `certified flow` claims the engine's enclosures widened (no producer replay); when the
+    # writer's re-check rejects them it replays as the checker does and claims that instead
+    import certified.certificates.field_flow as field_flow
+
+    def unwidened(result):  # points as claims: the checker's replay cannot fall within them
+        lo = result.enclosures.lo.astype(float)
+        return [[[[repr(a), repr(a)] for a in row] for row in L] for L in lo.tolist()]
+
+    monkeypatch.setattr(field_flow, "_widened", unwidened)
+    points = write(tmp_path / "points.json", {"X": [[1.0, 0.5], [-0.5, 0.25]]})
+    out = tmp_path / "c.json"
+    code, payload = run_json(capsys, "--field", "vanderpol", "--points", points, "--time", "1/2",
+                             "--out", str(out))  # fmt: skip
+    assert code == 0 and payload["verdict"] == "VERIFIED"
+    cert = json.loads(out.read_text())
+    assert isinstance(cert["hints"]["apriori"], list)  # the replay's factors
+    assert main(["check", str(out)]) == 0

@@ -15,7 +15,7 @@ import flint
 
 from . import _parse
 from ._parse import Rejected, array, box_rows, exact, exact_row, fields, positive, small_integer
-from .lohner import MAX_TAYLOR_OPS, SUPPORTED, replay_cost, replay_flow, supported
+from .lohner import MAX_TAYLOR_OPS, SEARCH_COST, SUPPORTED, replay_cost, replay_flow, supported
 from .taylor import ReplayError, parse_field
 
 ARITHMETIC = ("arb", "float64")  # hints.arithmetic: how the replay computes (default arb)
@@ -74,17 +74,21 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
                        f"operations {', '.join(SUPPORTED)}")  # fmt: skip
     # per step: order-K series over every node (twice), order-m duals (d+1 parts, three
     # times), the d x d Lohner algebra; precision scales the word operations
-    if replay_cost(field, n, total, K, mean, prec, arithmetic) > MAX_TAYLOR_OPS:
+    search = SEARCH_COST if hints.get("apriori") == "search" else 1.0  # the factor search
+    if replay_cost(field, n, total, K, mean, prec, arithmetic) * search > MAX_TAYLOR_OPS:
         raise Rejected(f"resource limit: the replay needs more than {MAX_TAYLOR_OPS} operations")
     boxes, apriori = None, None  # per piece, step (and set): the a priori boxes, or factors
     if prior == "apriori":
         if arithmetic != "float64":
             raise Rejected("hints.apriori: only with hints.arithmetic float64 (else hints.boxes)")
-        raw = array(hints["apriori"], "hints.apriori", len(pieces))
-        apriori = [exact_row(array(r, f"hints.apriori[{j}]", len(steps[j])), "hints.apriori")
-                   for j, r in enumerate(raw)]  # fmt: skip
-        if not all(0 < a <= 64 for row in apriori for a in row):
-            raise Rejected("hints.apriori: every factor must be in (0, 64]")
+        if hints["apriori"] == "search":  # the replay picks each factor (lohner64._step)
+            apriori = [[None] * len(s) for s in steps]
+        else:
+            raw = array(hints["apriori"], "hints.apriori", len(pieces))
+            apriori = [exact_row(array(r, f"hints.apriori[{j}]", len(steps[j])),
+                                 "hints.apriori") for j, r in enumerate(raw)]  # fmt: skip
+            if not all(0 < a <= 64 for row in apriori for a in row):
+                raise Rejected("hints.apriori: every factor must be in (0, 64]")
     else:
         boxes = []
         for j, per_piece in enumerate(array(hints["boxes"], "hints.boxes", len(pieces))):

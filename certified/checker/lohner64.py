@@ -164,7 +164,7 @@ def replay_flow64(field, pieces, starts, steps, boxes, K: int, orders, times, ap
     """As :func:`certified.checker.lohner.replay_flow`, for all sets at once in float64
     intervals; the enclosures are returned as arb balls. The a priori boxes are ``boxes`` or,
     when it is None, built from ``apriori[j][s]`` (:func:`apriori64`); an entry None is chosen
-    (the smallest factor of ``_RHOS`` from half the last one that passes) and stored. Raises
+    (the smallest factor of ``_RHOS`` from the last one on that passes) and stored. Raises
     ReplayError naming the piece, step and set.
     Guarantee: encloses (proofs/checker_soundness.md#float-intervals)."""
     check_fpu()
@@ -207,7 +207,7 @@ def _step(prog, P, S, h, K, m, boxes, apriori, j, s, n, d) -> Sets:
     if apriori[j][s] is not None:
         return lohner_step64(prog, P, S, h, apriori64(prog, P, S, hb, float(apriori[j][s])), K, m)
     last = next((a for a in reversed([a for row in apriori for a in row]) if a is not None), 0)
-    for rho in [r for r in _RHOS if r >= float(last) / 2]:  # small boxes: small remainders
+    for rho in [r for r in _RHOS if r >= float(last)]:  # the last factor first: one try a step
         try:
             out = lohner_step64(prog, P, S, h, apriori64(prog, P, S, hb, rho), K, m)
         except ReplayError as exc:

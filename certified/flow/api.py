@@ -222,7 +222,9 @@ def flow_certificate_for(
     check before relying on it: ``certified flow`` falls back to the replayed claims).
 
     Smooth fields (tanh / sigmoid schedules, expression fields): rule taylor-lohner, the
-    field as an expression graph; laminar ReLU schedules: exact images of points, enclosures
+    field as an expression graph (without ``replay``, at 53 bits: the engine's enclosures
+    made four times as wide are claimed and the checker picks its a priori factors);
+    laminar ReLU schedules: exact images of points, enclosures
     of boxes (rule laminar-exact); other (leaky) ReLU points and boxes: rule relu-vectorised
     after ``method="vectorised"`` (the checker replays its steps), else rule relu-regions.
 
@@ -238,7 +240,7 @@ def flow_certificate_for(
 
         problem = flow_problem(field, SaveAt(t1=result.times[-1]))
         sets = initial_set(points, problem.dimension)
-        return field_flow_certificate(problem, sets, result, precision=precision)
+        return field_flow_certificate(problem, sets, result, precision=precision, replay=replay)
     schedule = field
     if result.hints.get("method") == "relu-vectorised":  # rule relu-vectorised: replays its steps
         from certified.certificates.flow import relu_vectorised_certificate

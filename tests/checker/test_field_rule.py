@@ -649,3 +649,34 @@ def test_checking_a_field_certificate_loads_nothing_outside_the_checker(
 def test_parse_field_is_strict_about_the_graph_object():
     with pytest.raises(Rejected, match=r"instance\.field"):
         parse_field({"dimension": 1, "nodes": [["x", 0]], "outputs": [0]}, "instance.field")
+
+
+def test_search_leaves_the_a_priori_factors_to_the_replay(golden):
+    # the producer's replay picks factors by the same rule as the checker's search: same claims
+    search = replaced(golden, ("hints", "apriori"), "search")
+    assert check_certificate(search).verified
+    for value in ("Search", "", "searching"):
+        assert "hints.apriori" in _reason(golden, ("hints", "apriori"), value)
+    arb_search = replaced(search, ("hints", "arithmetic"), "arb")
+    assert "only with hints.arithmetic float64" in check_certificate(arb_search).reason
+
+
+def test_a_certificate_without_a_replay_claims_the_engine_enclosures_widened():
+    pts = np.array([[1.0, 0.5], [-0.5, 0.25]])
+    res = enclose_flow(vanderpol(), pts, save_at=SaveAt("1/2", ["1/4"]))
+    cert = flow_certificate_for(vanderpol(), pts, res, replay=False)
+    assert cert["hints"]["apriori"] == "search" and cert["hints"]["arithmetic"] == "float64"
+    assert check_certificate(cert).verified
+    for k in range(2):  # each claim contains the engine's enclosure, four times as wide
+        for i in range(2):
+            for q in range(2):
+                lo, hi = (to_fmpq(v) for v in cert["claim"]["enclosures"][k][i][q])
+                elo, ehi = (
+                    to_fmpq(float(res.enclosures.lo[k, i, q])),
+                    to_fmpq(float(res.enclosures.hi[k, i, q])),
+                )
+                assert lo <= elo and ehi <= hi and hi - lo >= 4 * (ehi - elo)
+    # claims that miss the replay are rejected (the command then falls back to the replay)
+    tight = replaced(cert, ("claim", "enclosures", 1, 0, 0),
+                     [cert["claim"]["enclosures"][1][0][0][0]] * 2)  # fmt: skip
+    assert "misses the replayed enclosure" in check_certificate(tight).reason
