@@ -2,17 +2,32 @@
 discrete measure mu to within W_q <= bound <= epsilon of U([0,1]^d). The atoms' images are
 replayed exactly (_interpolation_rule.replay_phases); a guillotine tree of cells partitions
 [0,1]^d, each cell's atoms weigh exactly its volume and lie in it, and every image is within
-``bound`` of every point of its cell (compared squared, exactly)."""
+``bound`` of every point of its cell (compared squared, exactly). Densities (instance
+"density", section 6): axis shears and coordinate scalings, cells C -> G, W_2 <= bound."""
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from itertools import pairwise
 from typing import Any
 
 import flint
+from flint import arb
 
 from ._interpolation_rule import replay_phases
-from ._parse import Rejected, array, exact, fields, measure, positive, small_integer
+from ._parse import (
+    Rejected,
+    array,
+    exact,
+    exact_row,
+    fields,
+    measure,
+    positive,
+    small_integer,
+    string,
+    vector,
+)
+from .flow import Piece
 
 _ONE, _ZERO = flint.fmpq(1), flint.fmpq(0)
 
@@ -59,6 +74,8 @@ def _cells(tree: Any, Y: list, weights: list) -> tuple[flint.fmpq, int]:
 
 def check_cube_v1(instance: Any, claim: Any, hints: Any) -> str:
     """Check a transport-to-cube certificate; return a summary or raise Rejected."""
+    if isinstance(instance, dict) and "density" in instance:
+        return check_cube_density(instance, claim, hints)
     fields(instance, "instance", ("measure", "width", "epsilon", "q"))
     X, weights = measure(instance["measure"], "instance.measure")
     d = len(X[0])
@@ -81,3 +98,211 @@ def check_cube_v1(instance: Any, claim: Any, hints: Any) -> str:
     if worst > bound * bound:
         raise Rejected(f"claim.bound: an atom is {worst} (squared) from a point of its cell")
     return f"N={len(X)} d={d} p={p}: W_q <= {bound} <= {eps}, {leaves} cells, L={switches}"
+
+
+# --- densities (proofs/cube.md section 6) ------------------------------------------------------
+
+_GRID = 128  # enclosure ends are rounded outward to multiples of 2^-_GRID
+_PREC = 256  # bits of the exponentials
+MAX_CUBE_COST = 10**8  # cells x pieces a density replay may take
+
+
+def _density(value: Any, where: str) -> tuple[list, list, list]:
+    """Grid (d axes, strictly increasing), flat masses (row-major), strides; masses >= 0, sum 1."""
+    fields(value, where, ("grid", "masses"))
+    axes = array(value["grid"], f"{where}.grid")
+    if not 2 <= len(axes) <= 8:
+        raise Rejected(f"{where}.grid: a density needs 2 <= d <= 8 axes")
+    grid = [vector(g, f"{where}.grid[{k}]") for k, g in enumerate(axes)]
+    if any(len(g) < 2 or any(a >= b for a, b in pairwise(g)) for g in grid):
+        raise Rejected(f"{where}.grid: an axis is not >= 2 strictly increasing breakpoints")
+    level = [value["masses"]]
+    for g in grid:
+        level = [x for row in level for x in array(row, f"{where}.masses", len(g) - 1)]
+    flat = exact_row(level, f"{where}.masses")
+    if any(m < 0 for m in flat) or sum(flat, _ZERO) != 1:
+        raise Rejected(f"{where}.masses: a mass is negative or they do not sum to exactly 1")
+    strides = [1] * len(grid)
+    for k in range(len(grid) - 2, -1, -1):
+        strides[k] = strides[k + 1] * (len(grid[k + 1]) - 1)
+    return grid, flat, strides
+
+
+def _mass(box: list, grid: list, flat: list, strides: list) -> flint.fmpq:
+    """mu_0(box) = sum over grid boxes of mass * |box cap grid box| / |grid box|, exact."""
+    terms = [(0, _ONE)]
+    for (lo, hi), g, s in zip(box, grid, strides, strict=True):
+        first, last = max(bisect_right(g, lo) - 1, 0), min(bisect_left(g, hi), len(g) - 1)
+        part = []
+        for r in range(first, last):
+            overlap = min(hi, g[r + 1]) - max(lo, g[r])
+            if overlap > 0:
+                part.append((r * s, overlap / (g[r + 1] - g[r])))
+        terms = [(i + j, f * h) for i, f in terms for j, h in part]
+    return sum((flat[i] * f for i, f in terms), _ZERO)
+
+
+def _leaves(tree: Any, grid: list) -> list[tuple[list, list]]:
+    """(source box, target box) of every leaf; the parts of a node tile its boxes."""
+    d, out = len(grid), []
+    stack = [(tree, [(g[0], g[-1]) for g in grid], [(_ZERO, _ONE)] * d, "hints.cells")]
+    while stack:
+        node, src, tgt, where = stack.pop()
+        if node == "cell":
+            out.append((src, tgt))
+            continue
+        fields(node, where, ("axis", "cuts", "targets", "parts"))
+        k = small_integer(node["axis"], f"{where}.axis", 0, d - 1)
+        cuts = exact_row(array(node["cuts"], f"{where}.cuts"), f"{where}.cuts")
+        targets = exact_row(array(node["targets"], f"{where}.targets"), f"{where}.targets")
+        parts = array(node["parts"], f"{where}.parts", len(cuts) + 1)
+        s_ends, t_ends = [src[k][0], *cuts, src[k][1]], [tgt[k][0], *targets, tgt[k][1]]
+        if len(targets) != len(cuts) or any(
+            a >= b for ends in (s_ends, t_ends) for a, b in pairwise(ends)
+        ):
+            raise Rejected(f"{where}: cuts or targets not strictly increasing inside the cell")
+        for j, part in enumerate(parts):
+            s = src[:k] + [(s_ends[j], s_ends[j + 1])] + src[k + 1 :]
+            t = tgt[:k] + [(t_ends[j], t_ends[j + 1])] + tgt[k + 1 :]
+            stack.append((part, s, t, f"{where}.parts[{j}]"))
+    return out
+
+
+def _grid_ends(y: arb) -> tuple[flint.fmpq, flint.fmpq]:
+    """Multiples of 2^-_GRID below and above the ball y (finite, |y| < 2^64)."""
+    if not (y.is_finite() and abs(y) < 2**64):
+        raise Rejected("claim.schedule: an image leaves [-2^64, 2^64]")
+    ends = []
+    for e, up in ((y.lower(), False), (y.upper(), True)):
+        m, x = (int(v) for v in e.man_exp())  # e = m 2^x exactly
+        shift = x + _GRID
+        if shift >= 0:
+            ends.append(flint.fmpq(m << shift, 2**_GRID))
+        else:  # floor (lower end) or ceiling (upper end) of m 2^shift
+            ends.append(flint.fmpq(-((-m) >> -shift) if up else m >> -shift, 2**_GRID))
+    return ends[0], ends[1]
+
+
+def _outward(x: flint.fmpq, up: int) -> flint.fmpq:
+    """x, or when its denominator exceeds 2^_GRID the next multiple of 2^-_GRID outward (keeps
+    heights bounded over many shears)."""
+    if x.q <= 2**_GRID:
+        return x
+    n = (x * 2**_GRID).floor()
+    return flint.fmpq(n + up, 2**_GRID)
+
+
+def _classify(piece: Piece, d: int) -> tuple:
+    """("shear", j): every a_i = s_i e_j and w_i[j] = 0 (laminar: x_j is constant, x + tau
+    g(x_j) exactly); ("scale", [(k, c, s, e^r)]): a_i = s_i e_k, w_i = l_i e_k, distinct k
+    (x_k - c -> (x_k - c) e^r where s (x_k - c) > 0, r = l s tau; elsewhere x_k stays)."""
+    p, axes = len(piece.b), []
+    for i in range(p):
+        nz = [k for k in range(d) if piece.A[i][k] != 0]
+        if len(nz) != 1 or not any(piece.W[k][i] for k in range(d)):
+            raise Rejected(f"{piece.where}: neuron {i} is not an axis neuron with w != 0")
+        axes.append(nz[0])
+    if len(set(axes)) == 1 and not any(piece.W[axes[0]]):
+        return ("shear", axes[0])
+    scales = []
+    for i, k in enumerate(axes):
+        if any(piece.W[m][i] for m in range(d) if m != k) or axes.count(k) > 1:
+            raise Rejected(f"{piece.where}: neither an axis shear nor a coordinate scaling")
+        s = piece.A[i][k]
+        scales.append((k, -piece.b[i] / s, s, arb(piece.W[k][i] * s * piece.duration).exp()))
+    return ("scale", scales)
+
+
+def _shear(piece: Piece, j: int, lo: flint.fmpq, hi: flint.fmpq) -> list[tuple]:
+    """Per coordinate, exact min and max of tau g(x_j) over [lo, hi] (g piecewise linear)."""
+    d, p = len(piece.W), len(piece.b)
+    ts = {lo, hi} | {
+        -b / a[j] for a, b in zip(piece.A, piece.b, strict=True) if lo < -b / a[j] < hi
+    }
+    acts = [[max(piece.A[i][j] * t + piece.b[i], _ZERO) for i in range(p)] for t in ts]
+    g = [[piece.duration * sum((piece.W[m][i] * z[i] for i in range(p)), _ZERO) for m in range(d)]
+         for z in acts]  # fmt: skip
+    return [(min(v[m] for v in g), max(v[m] for v in g)) for m in range(d)]
+
+
+def _image(scale: tuple, x: flint.fmpq, up: bool) -> flint.fmpq:
+    _k, c, s, E = scale
+    if s * (x - c) <= 0:
+        return x
+    return _grid_ends(c + (x - c) * E)[up]
+
+
+def check_cube_density(instance: Any, claim: Any, hints: Any) -> str:
+    """Check a transport-to-cube certificate for a density (proofs/cube.md section 6)."""
+    fields(instance, "instance", ("density", "width", "epsilon", "q"))
+    grid, flat, strides = _density(instance["density"], "instance.density")
+    d = len(grid)
+    p = small_integer(instance["width"], "instance.width", d, 10**6)  # the formula needs p >= d
+    eps, q = positive(instance["epsilon"], "instance.epsilon"), exact(instance["q"], "instance.q")
+    if q < 1 or q * (d - 1) >= d:
+        raise Rejected(f"instance.q: {q} is outside [1, d/(d-1)) for d = {d}")
+    fields(claim, "claim", ("schedule", "bound", "switches"))
+    bound = exact(claim["bound"], "claim.bound")
+    if not 0 <= bound <= eps:
+        raise Rejected(f"claim.bound: {bound} is not in [0, epsilon = {eps}]")
+    schedule = fields(claim["schedule"], "claim.schedule", ("dimension", "activation", "pieces"))
+    small_integer(schedule["dimension"], "claim.schedule.dimension", d, d)
+    string(schedule["activation"], "claim.schedule.activation", ("relu",))
+    raw = array(schedule["pieces"], "claim.schedule.pieces")
+    pieces = [Piece(v, f"claim.schedule.pieces[{i}]", d) for i, v in enumerate(raw)]
+    if max(len(piece.b) for piece in pieces) > p:
+        raise Rejected(f"claim.schedule: a piece has more than width = {p} neurons")
+    if max(piece.height for piece in pieces) > 4096:
+        raise Rejected("claim.schedule: a number has more than 4096 bits")
+    same = [(a.W, a.A, a.b) == (b.W, b.A, b.b) for a, b in pairwise(pieces)]
+    switches = same.count(False)
+    if small_integer(claim["switches"], "claim.switches", 0, 10**9) != switches:
+        raise Rejected(f"claim.switches: the schedule has {switches} switches")
+    fields(hints, "hints", ("cells",))
+    leaves = _leaves(hints["cells"], grid)
+    if len(leaves) * len(pieces) > MAX_CUBE_COST:
+        raise Rejected(f"hints.cells: {len(leaves)} cells x {len(pieces)} pieces is too many")
+    interned: dict = {}
+    boxes = [[interned.setdefault(iv, iv) for iv in src] for src, _ in leaves]
+    with flint.ctx.workprec(_PREC):  # memos by id: cells share interval objects (kept alive)
+        for piece in pieces:
+            kind, how = _classify(piece, d)
+            if kind == "shear":
+                shifts: dict = {}
+                unique: dict = {}  # equal shifts as one object, so that images stay shared
+                moved: dict = {}
+                for box in boxes:
+                    key = id(box[how])
+                    if key not in shifts:
+                        shift = tuple(_shear(piece, how, *box[how]))
+                        shifts[key] = (box[how], unique.setdefault(shift, shift))
+                    shift = shifts[key][1]
+                    for m, (lo, hi) in enumerate(shift):
+                        if lo or hi:
+                            km = (id(shift), m, id(box[m]))
+                            if km not in moved:
+                                new = (_outward(box[m][0] + lo, 0), _outward(box[m][1] + hi, 1))
+                                moved[km] = (box[m], new)
+                            box[m] = moved[km][1]
+                continue
+            for scale in how:
+                k, memo = scale[0], {}
+                for box in boxes:
+                    key = id(box[k])
+                    if key not in memo:
+                        lo, hi = box[k]
+                        memo[key] = (box[k], (_image(scale, lo, 0), _image(scale, hi, 1)))
+                    box[k] = memo[key][1]
+    total = _ZERO
+    for (src, tgt), box in zip(leaves, boxes, strict=True):
+        volume, S = _ONE, _ZERO
+        for (lo, hi), (a, b) in zip(box, tgt, strict=True):
+            c, h = (a + b) / 2, b - a
+            volume, S = volume * h, S + max((lo - c) ** 2, (hi - c) ** 2) + h * h / 12
+        mass = _mass(src, grid, flat, strides)
+        if mass != volume:
+            raise Rejected(f"hints.cells: a cell has mass {mass} and target volume {volume}")
+        total += mass * S
+    if total > bound * bound:
+        raise Rejected(f"claim.bound: the cells give W_2^2 <= {total} > bound^2")
+    return f"density d={d} p={p}: W_q <= W_2 <= {bound} <= {eps}, {len(leaves)} cells, L={switches}"

@@ -2,9 +2,10 @@
 [--json]``.
 
 Theorem F (theorems.md §3): VERIFIED writes a ``transport-to-cube`` certificate (exact ReLU
-schedule, W_q(Φ_T#μ, U([0,1]^d)) <= bound <= ε), re-checked by the checker first (exit 0);
-UNDECIDED writes nothing (exit 1): a density input (no certified construction for densities)
-or a certificate the checker refused. Bad input (weights or masses not summing to 1, negative
+schedule, W_q(Φ_T#μ, U([0,1]^d)) <= bound <= ε), re-checked by the checker first (exit 0), for
+an empirical measure (laminar interpolation, proofs/cube.md §5) or a piecewise-constant density
+on a grid of boxes (axis shears and coordinate scalings, §6); UNDECIDED writes nothing (exit 1):
+a certificate the checker refused. Bad input (weights or masses not summing to 1, negative
 masses, p < d, ε <= 0, q outside [1, d/(d−1)), too few atoms for ε) exits 2, nothing written.
 """
 
@@ -21,13 +22,6 @@ from certified.verdict import Outcome
 
 __all__ = ["add_arguments", "demo_check", "run"]
 
-DENSITY_REFUSAL = (
-    "densities: no certified construction is implemented: a flow that maps density cells "
-    "onto cells must change volumes (exponential, not exact) and move slabs differently "
-    "(transition zones carry mass); see proofs/cube.md section 6. Sample the density into an "
-    "empirical measure for a certificate about that measure"
-)
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``certified transport-to-cube``."""
@@ -35,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--measure",
         type=Path,
         required=True,
-        help='measure JSON {"points", "weights"} (or a density {"grid", "masses"}: refused)',
+        help='measure JSON {"points", "weights"} or a box density {"grid", "masses"}',
     )
     parser.add_argument("--width", type=int, required=True, help="neurons per piece, p >= d")
     parser.add_argument("--epsilon", required=True, help="target W_q bound ε > 0, exact (0.05)")
@@ -62,36 +56,53 @@ def _report(args, outcome, path, seconds, result, message) -> None:
     from certified.arith.exact import fmpq_to_str
     from certified.certificates import command_json, print_json
 
+    density = result is not None and hasattr(result, "density")
+    cells = None if result is None else len(result.cells if density else result.partition.cells)
     if args.json:
         fields = {"message": message}
         if result is not None:
+            extra = (
+                {"parts_per_axis": result.parts}
+                if density
+                else {"bound_squared": fmpq_to_str(result.bound_squared)}
+            )
             fields = {
                 "bound": fmpq_to_str(result.bound),
-                "bound_squared": fmpq_to_str(result.bound_squared),
+                **extra,
                 "epsilon": fmpq_to_str(result.epsilon),
                 "q": fmpq_to_str(result.q),
                 "switches": result.switches,
                 "formula_switches": result.formula_switches,
-                "cells": len(result.partition.cells),
+                "cells": cells,
                 **fields,
             }
-        scope = _scope(args)
+        scope = _scope(args, density)
         print_json(command_json("transport-to-cube", outcome, path, seconds, scope=scope, **fields))
         return
     if result is not None:
         L = result.formula_switches
+        what = (
+            f"density d={result.density.d}"
+            if density
+            else f"N={result.measure.n} d={result.measure.d}"
+        )
         print(
-            f"N={result.measure.n} d={result.measure.d} p={result.width}: W_q(Phi_T#mu, U) <= "
+            f"{what} p={result.width}: W_q(Phi_T#mu, U) <= "
             f"{float(result.bound):.6g} <= epsilon = {fmpq_to_str(result.epsilon)} "
-            f"({len(result.partition.cells)} cells); L = {result.switches} switches (formula "
+            f"({cells} cells); L = {result.switches} switches (formula "
             f"{L if L is not None else '> 10^10000'})"
         )
     print(f"{outcome}: certificate written to {path}" if path else f"{outcome}: {message}")
     if path:
-        print(f"  scope: {_scope(args)}")
+        print(f"  scope: {_scope(args, density)}")
 
 
-def _scope(args) -> str:
+def _scope(args, density: bool = False) -> str:
+    if density:
+        return (
+            f"the density {args.measure} (its grid and exact masses): W_q <= W_2 <= bound for "
+            "every q in [1, 2]; not other measures"
+        )
     weights = (
         "weights divided by their exact sum: --normalize"
         if getattr(args, "normalize", False)
@@ -107,24 +118,25 @@ def run(args: argparse.Namespace) -> int:
     """Run the subcommand; CertifiedError / OSError propagate to the CLI (exit 2)."""
     from certified._progress import Progress
     from certified.certificates import write_if_accepted
-    from certified.cube.certificate import cube_certificate
+    from certified.cube.certificate import cube_certificate, density_certificate
     from certified.cube.construct import transport_to_cube
     from certified.cube.density import BoxDensity
-    from certified.cube.formula import check_parameters
+    from certified.cube.density_flow import density_to_cube
 
     t0 = time.perf_counter()  # --out over the input: refused by certified.cli, for every command
     progress = Progress("transport-to-cube")
     with progress.stage(f"reading {args.measure}"):
         mu = _read(args.measure, args.normalize)
     if isinstance(mu, BoxDensity):
-        check_parameters(mu.d, args.width, args.epsilon, args.q)  # bad parameters still exit 2
-        _report(args, Outcome.UNDECIDED, None, time.perf_counter() - t0, None, DENSITY_REFUSAL)
-        print(f"certified transport-to-cube: {DENSITY_REFUSAL}", file=sys.stderr)
-        return 1
-    with progress.stage(f"constructing (n = {mu.n}, d = {mu.d}, p = {args.width})"):
-        result = transport_to_cube(mu, args.width, args.epsilon, args.q)
+        with progress.stage(f"constructing (density, d = {mu.d}, p = {args.width})"):
+            result = density_to_cube(mu, args.width, args.epsilon, args.q)
+        cert = density_certificate(result)
+    else:
+        with progress.stage(f"constructing (n = {mu.n}, d = {mu.d}, p = {args.width})"):
+            result = transport_to_cube(mu, args.width, args.epsilon, args.q)
+        cert = cube_certificate(result)
     with progress.stage("writing the certificate, re-checked by the checker first"):
-        path, check = write_if_accepted(Path(args.out), cube_certificate(result))
+        path, check = write_if_accepted(Path(args.out), cert)
     message = "" if check.verified else f"the checker did not accept: {check.reason}"
     outcome = Outcome.VERIFIED if path is not None else Outcome.UNDECIDED
     _report(args, outcome, path, time.perf_counter() - t0, result, message)

@@ -4,9 +4,8 @@ File format (JSON): ``{"grid": [[b_0 < b_1 < ... < b_m] for each axis], "masses"
 m_1 × ... × m_d array}``, the mass of each grid box (exact, >= 0, summing to exactly 1); the
 density on a box is its mass over its volume.
 
-Only reading and validation exist: no exact certified construction for densities is
-implemented (proofs/cube.md §6 says why), so :func:`certified.cube.transport_to_cube` refuses
-them with that reason.
+The certified construction for densities is :func:`certified.cube.density_to_cube`
+(proofs/cube.md §6).
 """
 
 from __future__ import annotations

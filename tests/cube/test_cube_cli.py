@@ -1,5 +1,5 @@
-"""``certified transport-to-cube``: JSON contract, a certificate the checker accepts, bad input
-exits 2 with a specific message and writes nothing, densities UNDECIDED (exit 1)."""
+"""``certified transport-to-cube``: JSON contract, a certificate the checker accepts (empirical
+measures and densities), bad input exits 2 with a specific message and writes nothing."""
 
 import json
 import re
@@ -58,6 +58,9 @@ BAD = [
     ({"grid": [[0, 2, 1], [0, 1]], "masses": [["1/2"], ["1/2"]]}, [], "strictly increasing"),
     ({"grid": [[0, 1], [0, 1]], "masses": [["1/2", "1/2"]]}, [], "masses"),
     ({"grid": [[0, 1], [0, 1]], "masses": [[1]]}, ["--width", "1"], "p >= d"),
+    ({"grid": [[0, 1], [0, 1]], "masses": [[1]]}, ["--q", "2"], "q: 2 is outside"),
+    ({"grid": [[0, 1], [0, 1]], "masses": [[1]]}, ["--epsilon", "0"], "epsilon: 0 is not"),
+    ({"grid": [[0, 1, 2]], "masses": ["1/2", "1/2"]}, ["--width", "1"], "d = 1"),
     ({"points": POINTS, "extra": 1}, [], "unknown key"),
 ]
 
@@ -77,14 +80,17 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, obj, extra, mess
     assert not out.exists()
 
 
-def test_density_is_undecided_and_writes_nothing(tmp_path, capsys):
+def test_density_json_contract_and_certificate(tmp_path, capsys):
     dens = {"grid": [[0, 1, 2], [0, "1/2", 1]], "masses": [["1/4", "1/4"], ["1/8", "3/8"]]}
     mu, out = _write(tmp_path, dens), tmp_path / "cert.json"
-    argv = ["transport-to-cube", "--measure", str(mu), "--width", "2", "--epsilon", "0.2"]
-    assert main([*argv, "--out", str(out), "--json"]) == 1
+    argv = ["transport-to-cube", "--measure", str(mu), "--width", "3", "--epsilon", "0.2"]
+    assert main([*argv, "--q", "3/2", "--out", str(out), "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
-    assert res["verdict"] == "UNDECIDED" and res["certificate"] is None
-    assert "densities" in res["message"] and not out.exists()
+    assert res["verdict"] == "VERIFIED" and res["certificate"] == str(out)
+    num, den = (int(x) for x in res["bound"].split("/"))
+    assert num / den <= 0.2 and res["q"] == "3/2" and res["cells"] >= res["parts_per_axis"] ** 2
+    assert res["formula_switches"] > res["switches"] > 0
+    assert "W_2" in res["scope"] and check_file(out).verified
 
 
 def test_out_naming_the_input_is_refused(tmp_path, capsys):
