@@ -11,7 +11,6 @@ import copy
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -570,10 +569,14 @@ def test_the_resource_limit_rejects_costly_replays(goldens, monkeypatch):
     hostile["hints"]["steps"] = [[exact_number(flint.fmpq(1, 2 * n_steps))] * n_steps]
     wide = [[["-8", "8"], ["-8", "8"]]] * 2
     hostile["hints"]["boxes"] = [[wide] * n_steps]
-    t0 = time.perf_counter()
-    v = check_certificate(hostile)
+
+    def never(*args, **kwargs):
+        raise AssertionError("the budget must refuse before replaying")
+
+    with monkeypatch.context() as m:
+        m.setattr(field_rule, "replay_flow", never)
+        v = check_certificate(hostile)
     assert not v.verified and "resource limit" in v.reason, v.reason
-    assert time.perf_counter() - t0 < 2, "the budget must refuse before replaying"
     # the limit is what decides: below the golden's cost it is refused, above it passes
     monkeypatch.setattr(field_rule, "MAX_TAYLOR_OPS", 1)
     v = check_certificate(cert)
@@ -582,11 +585,11 @@ def test_the_resource_limit_rejects_costly_replays(goldens, monkeypatch):
     assert check_certificate(cert).verified
 
 
-def test_the_golden_costs_are_far_below_the_limit(goldens):
+def test_the_golden_costs_are_far_below_the_limit(goldens, monkeypatch):
+    # honest files pass with a hundredth of the limit (the budget refuses hostile files only)
+    monkeypatch.setattr(field_rule, "MAX_TAYLOR_OPS", field_rule.MAX_TAYLOR_OPS // 100)
     for cert in goldens.values():
-        t0 = time.perf_counter()
         assert check_certificate(cert).verified
-        assert time.perf_counter() - t0 < 2
 
 
 def test_instance_time_and_claim_times(golden):
