@@ -160,7 +160,7 @@ def _leaves(tree: Any, grid: list) -> list[tuple[list, list]]:
         if len(targets) != len(cuts) or any(
             a >= b for ends in (s_ends, t_ends) for a, b in pairwise(ends)
         ):
-            raise Rejected(f"{where}: cuts or targets not strictly increasing inside the cell")
+            raise Rejected(f"{where}: cuts, targets not as many or not increasing in the cell")
         for j, part in enumerate(parts):
             s = src[:k] + [(s_ends[j], s_ends[j + 1])] + src[k + 1 :]
             t = tgt[:k] + [(t_ends[j], t_ends[j + 1])] + tgt[k + 1 :]

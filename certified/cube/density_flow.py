@@ -433,6 +433,8 @@ def density_to_cube(density: BoxDensity, width: int, epsilon: Any, q: Any = 1) -
     pieces: list[Piece] = []
     for k in range(d):
         pieces += _stage(tubes, U, k, p)
+    if not pieces:  # already uniform on [0,1]^d: one idle piece (threshold above the grid)
+        pieces.append(_scale_piece(d, 0, density.grid[0][-1] + 1, _ONE))
     schedule = Schedule(d, Activation.RELU, tuple(pieces))
     K = max(1, math.ceil(math.sqrt(d / 3) / float(eps) * (1 + 2**-6)))
     for _ in range(MAX_TRIES + 1):
