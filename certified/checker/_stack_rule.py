@@ -213,7 +213,7 @@ def _inside(M: flint.arb_mat, boxes: list, where: str) -> None:
 
 def check_stack_v1(instance: Any, claim: Any, hints: Any) -> str:
     """Replay a layer stack certificate; return a summary (Rejected on any failure)."""
-    fields(instance, "instance", ("model", "tokens", "weights"))
+    _keys(instance, "instance", ("model", "tokens"), ("weights",))
     fields(claim, "claim", ("output",))
     fields(hints, "hints", ("prec", "layers"))
     tokens = matrix(instance["tokens"], "instance.tokens", None, None)
@@ -221,7 +221,7 @@ def check_stack_v1(instance: Any, claim: Any, hints: Any) -> str:
     if n > 4096:
         raise Rejected("instance.tokens: more than 4096 tokens")
     w = None
-    if instance["weights"] is not None:
+    if "weights" in instance:
         wq = vector(instance["weights"], "instance.weights", n)
         if any(not x > 0 for x in wq):
             raise Rejected("instance.weights: every weight must be > 0")

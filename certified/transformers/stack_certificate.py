@@ -129,9 +129,10 @@ def stack_certificate(
         "instance": {
             "model": stack_to_json(stack),
             "tokens": [[exact_number(q) for q in row] for row in X],
-            "weights": None if w is None else [exact_number(q) for q in np.ravel(w)],
         },
         "claim": {"output": _box_json(boxes[-1])},
         "hints": {"prec": prec, "layers": [_box_json(b) for b in boxes[1:-1]]},
     }
+    if w is not None:
+        cert["instance"]["weights"] = [exact_number(q) for q in np.ravel(w)]
     return StackCertificate(boxes, prec, cert)

@@ -66,9 +66,9 @@ def _read_weights(path: Path, n: int):
 
 
 def _boxes_json(boxes) -> list:
-    from certified.certificates import exact_number
+    from certified.arith.exact import fmpq_to_str
 
-    return [[[exact_number(lo), exact_number(hi)] for lo, hi in row] for row in boxes]
+    return [[[fmpq_to_str(lo), fmpq_to_str(hi)] for lo, hi in row] for row in boxes]
 
 
 def run(args: argparse.Namespace) -> int:

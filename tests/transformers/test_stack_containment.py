@@ -22,6 +22,13 @@ from certified.transformers.stack_eval import LayerNormDenominatorError, enclose
 from certified.transformers.stack_model import parse_stack
 from certified.transformers.stack_strategies import stack_models, token_sets
 
+# the searches run 40 / 25 examples, all of the profile's in the thorough one (2,000)
+_THOROUGH = settings.default.max_examples >= 1000
+
+
+def _examples(n: int) -> int:
+    return settings.default.max_examples if _THOROUGH else n
+
 
 def _mp_in(v, lo, hi) -> bool:
     with mpmath.workdps(100):
@@ -69,7 +76,7 @@ _PINNED = (
 )  # fmt: skip
 
 
-@settings(max_examples=40)
+@settings(max_examples=_examples(40))
 @given(instances())
 @example(_PINNED)
 def test_interval_and_ball_engines_contain_the_50_digit_reference(inst):
@@ -87,7 +94,7 @@ def test_interval_and_ball_engines_contain_the_50_digit_reference(inst):
 
 
 @pytest.mark.slow
-@settings(max_examples=25)
+@settings(max_examples=_examples(25))
 @given(instances())
 def test_certificate_boxes_contain_the_reference_at_200_bits(inst):
     model, tokens, weights = inst

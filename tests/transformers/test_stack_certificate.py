@@ -1,0 +1,110 @@
+"""Kind ``stack``: the checker replays the per-layer boxes; every tampering is REJECTED."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from certified.checker import check_certificate
+from certified.transformers.stack_certificate import stack_certificate
+from certified.transformers.stack_model import parse_stack
+
+MODEL = {
+    "dimension": 2,
+    "layers": [
+        {"type": "layernorm", "eps": "1/1000", "gamma": [1, 2], "beta": [0, "1/2"]},
+        {"type": "attention", "step": "1/2", "mask": [[1, 0, 1], [1, 1, 0], [0, 1, 1]],
+         "heads": [{"Q": [[1, 0.5]], "K": [[0.25, -1]], "V": [[1, 0]], "W": [[1], [-1]]},
+                   {"Q": [[0, 1]], "K": [[1, 1]], "V": [[0.5, 0], [0, 0.5]]}]},
+        {"type": "mlp", "W1": [[1, -1], [0.5, 0.5]], "b1": [0, 0.25], "W2": [[1, 0], [0, 1]],
+         "b2": [0.125, 0], "activation": "tanh"},
+        {"type": "attention", "mask": "causal", "scale": "1/2",
+         "heads": [{"Q": [[1, 0]], "K": [[0, 1]], "V": [[1, 0], [0, 1]]}]},
+        {"type": "mlp", "W1": [[1, 1]], "b1": [-0.5], "W2": [[1], [0.5]], "b2": [0, 0],
+         "activation": "gelu", "residual": False},
+    ],
+}  # fmt: skip
+TOKENS = [[0.5, -1], ["1/3", 2], [-0.25, 0.75]]
+WEIGHTS = ["1/2", "1/4", "1/4"]
+
+
+@pytest.fixture(scope="module")
+def cert():
+    sc = stack_certificate(parse_stack(MODEL), TOKENS, WEIGHTS, prec=96)
+    return json.loads(json.dumps(sc.certificate))
+
+
+def test_the_checker_accepts_the_certificate(cert):
+    verdict = check_certificate(cert)
+    assert verdict.verified, verdict.reason
+    assert verdict.kind == "stack"
+
+
+def _shrink(box):
+    return [box[1], box[1]]  # a box that lost its lower part
+
+
+def _mut(name, fn):
+    return pytest.param(fn, id=name)
+
+
+def _change(where, value):
+    def mutate(c):
+        obj = c
+        for key in where[:-1]:
+            obj = obj[key]
+        obj[where[-1]] = value(obj[where[-1]]) if callable(value) else value
+
+    return mutate
+
+
+MUTATIONS = [
+    _mut("output box shrunk", _change(("claim", "output", 1, 0), _shrink)),
+    _mut("hint box shrunk", _change(("hints", "layers", 2, 0, 1), _shrink)),
+    _mut("hint box moved", _change(("hints", "layers", 0, 2, 0), lambda b: ["5", "6"])),
+    _mut("token changed", _change(("instance", "tokens", 0, 0), "3/4")),
+    _mut("weight changed", _change(("instance", "weights"), ["1/4", "1/2", "1/4"])),
+    _mut("weights dropped", lambda c: c["instance"].pop("weights")),
+    _mut("weights null", _change(("instance", "weights"), None)),
+    _mut("Q entry", _change(("instance", "model", "layers", 1, "heads", 0, "Q", 0, 0), "2")),
+    _mut("Q and K swapped", lambda c: c["instance"]["model"]["layers"][3]["heads"][0].update(
+        Q=[["0", "1"]], K=[["1", "0"]])),
+    _mut("mask changed", _change(("instance", "model", "layers", 1, "mask", 0), [1, 1, 1])),
+    _mut("mask of wrong shape", _change(("instance", "model", "layers", 1, "mask"),
+                                        [[1, 1], [1, 1]])),
+    _mut("causal dropped", lambda c: c["instance"]["model"]["layers"][3].pop("mask")),
+    _mut("step changed", _change(("instance", "model", "layers", 1, "step"), "1")),
+    _mut("scale changed", _change(("instance", "model", "layers", 3, "scale"), "1")),
+    _mut("residual flipped", _change(("instance", "model", "layers", 4, "residual"), 1)),
+    _mut("residual as bool", _change(("instance", "model", "layers", 4, "residual"), False)),
+    _mut("activation changed", _change(("instance", "model", "layers", 2, "activation"),
+                                       "relu")),
+    _mut("layernorm eps", _change(("instance", "model", "layers", 0, "eps"), "0")),
+    _mut("gamma changed", _change(("instance", "model", "layers", 0, "gamma", 1), "3")),
+    _mut("a layer dropped", lambda c: c["instance"]["model"]["layers"].pop(2)),
+    _mut("a hint dropped", lambda c: c["hints"]["layers"].pop()),
+    _mut("prec too low", _change(("hints", "prec"), 20)),
+    _mut("unknown field", lambda c: c["claim"].update(extra=1)),
+    _mut("dimension", _change(("instance", "model", "dimension"), 3)),
+    _mut("non-exact number", _change(("claim", "output", 0, 0, 0), 0.5)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("mutate", MUTATIONS)
+def test_a_tampered_certificate_is_rejected(cert, mutate):
+    bad = copy.deepcopy(cert)
+    mutate(bad)
+    verdict = check_certificate(bad)
+    assert not verdict.verified, "accepted a tampered certificate"
+    assert verdict.reason
+
+
+def test_a_layer_norm_whose_variance_may_vanish_is_rejected():
+    model = {"dimension": 2, "layers": [{"type": "layernorm"}]}
+    sc = stack_certificate(parse_stack(model), [[1, 2]], prec=64)
+    cert = json.loads(json.dumps(sc.certificate))
+    cert["instance"]["tokens"] = [["1", "1"]]  # equal coordinates: variance exactly 0
+    verdict = check_certificate(cert)
+    assert not verdict.verified and "variance" in verdict.reason
