@@ -22,6 +22,7 @@ from certified.fields import read_field
 from certified.models import Schedule
 from certified.schemas import NAMES, schema
 from certified.sweep.spec import load_spec
+from certified.transformers.stack_model import read_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "docs" / "formats" / "examples"
@@ -38,6 +39,7 @@ READERS = {
     "tokens-instance": ("tokens-instance.json", lambda p: _command_reads(
         ["tokens", "--instance", str(p), "--C", "3", "--max-boxes", "50"])),
     "sweep-spec": ("sweep-spec.json", lambda p: load_spec(p)),
+    "stack-model": ("stack-model.json", read_stack),
 }  # fmt: skip
 
 

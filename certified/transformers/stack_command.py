@@ -115,11 +115,21 @@ def run(args: argparse.Namespace) -> int:
     with prefixed_errors(model):
         stack.check_tokens(n)
     w = None if args.weights is None else _read_weights(args.weights, n)
+    from certified.errors import RangeOverflowError
+    from certified.transformers.stack_eval import LayerNormDenominatorError
+
     result = None
-    for prec in precs:
+    for k, prec in enumerate(precs):
+        last = k == len(precs) - 1
         with progress.stage(f"enclosing {n} tokens through {len(stack.layers)} layers, {prec} "
                             "bits"):  # fmt: skip
-            result = stack_certificate(stack, X, w, prec=prec)
+            try:
+                result = stack_certificate(stack, X, w, prec=prec)
+            except (RangeOverflowError, LayerNormDenominatorError):
+                # balls too wide at this precision: the next one may decide; the last raises
+                if last:
+                    raise
+                continue
         if float(result.max_width()) <= TARGET_WIDTH:
             break
     fields: dict = {

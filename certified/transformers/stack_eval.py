@@ -248,6 +248,8 @@ class StackEnclosure:
 def _input_boxes(X: Any, d: int) -> Interval:
     if isinstance(X, Interval):
         boxes = X
+    elif isinstance(X, np.ndarray) and X.dtype == np.float64:
+        boxes = Interval(X)  # doubles are exact
     else:
         boxes = Interval.from_exact(X)
     if boxes.ndim != 2 or boxes.shape[1] != d or boxes.shape[0] < 1:
