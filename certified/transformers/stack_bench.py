@@ -89,7 +89,7 @@ def _pair(name: str, model: dict, X: np.ndarray, repeats: int) -> list[Benchmark
 def _attempt(f, *args) -> None:
     try:
         f(*args)
-    except Exception:  # noqa: BLE001 - timing the attempt that fails
+    except Exception:
         pass
 
 
