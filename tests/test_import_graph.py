@@ -159,6 +159,7 @@ NUMPY_IN_CHECKER = {
     "certified.checker.ivec": "proofs/checker_soundness.md#float-intervals",
     "certified.checker.jets64": "proofs/checker_soundness.md#float-intervals",
     "certified.checker.lohner64": "proofs/checker_soundness.md#float-intervals",
+    "certified.checker.sensitivity64": "proofs/training.md#sensitivity64",
 }
 
 

@@ -16,10 +16,18 @@ from typing import Any
 import flint
 
 from . import _parse
+from ._field_rule import ARITHMETIC
 from ._parse import Rejected, array, box_rows, exact, exact_row, fields, positive, small_integer
 from .lohner import MAX_TAYLOR_OPS
 from .sensitivity import loss_and_gradient, replay_sensitivities, sensitivity_cost
 from .taylor import ReplayError, parse_field
+
+
+def _float64():  # numpy: imported only by this arithmetic
+    from .ivec import to_arb
+    from .sensitivity64 import OPS64, cost64, loss_and_gradient64, replay_gradient64, supported64
+
+    return to_arb, OPS64, cost64, loss_and_gradient64, replay_gradient64, supported64
 
 
 def _pieces(instance: Any, n_names: int) -> list:
@@ -59,17 +67,45 @@ def replay_gradient(instance: Any, hints: Any, budget: list[int]) -> tuple:
         raise Rejected("instance.eps: must be >= 0")
     if exact(instance["time"], "instance.time") != sum((p[0] for p in pieces), flint.fmpq(0)):
         raise Rejected("instance.time: differs from the total duration of the pieces")
-    fields(hints, "hints", ("method", "order", "jacobian_order", "precision", "steps", "boxes"))
+    prior = "apriori" if isinstance(hints, dict) and "apriori" in hints else "boxes"
+    keys = ("method", "order", "jacobian_order", "precision", "steps", prior)
+    opt = isinstance(hints, dict) and (prior == "apriori" or "arithmetic" in hints)
+    fields(hints, "hints", keys + ("arithmetic",) * opt)
     _parse.string(hints["method"], "hints.method", ("taylor-lohner-c1",))
+    arithmetic = _parse.string(hints.get("arithmetic", "arb"), "hints.arithmetic", ARITHMETIC)
     K = small_integer(hints["order"], "hints.order", 2, 60)
     m = small_integer(hints["jacobian_order"], "hints.jacobian_order", 1, K)
     prec = small_integer(hints["precision"], "hints.precision", 53, 4096)
     raw_steps = array(hints["steps"], "hints.steps", len(pieces))
     steps = [_parse.vector(s, f"hints.steps[{j}]") for j, s in enumerate(raw_steps)]
     total = sum(len(s) for s in steps)
-    budget[0] -= sensitivity_cost(field, n, total, K, m, prec)
+    if arithmetic == "float64":  # all points at once in float64 intervals (sensitivity64)
+        to_arb, OPS64, cost64, loss_and_gradient64, replay_gradient64, supported64 = _float64()
+        if prec != 53 or loss is not None or not supported64(field) or prior != "apriori":
+            raise Rejected(
+                "hints.arithmetic: float64 needs precision 53, hints.apriori, the "
+                f"default loss and a field of the operations {', '.join(OPS64)}"
+            )
+        budget[0] -= cost64(field, n, total, K, m)
+    elif prior == "apriori":
+        raise Rejected("hints.apriori: only with hints.arithmetic float64 (else hints.boxes)")
+    else:
+        budget[0] -= sensitivity_cost(field, n, total, K, m, prec)
     if budget[0] < 0:
         raise Rejected(f"resource limit: the replay needs more than {MAX_TAYLOR_OPS} operations")
+    if arithmetic == "float64":
+        raw = array(hints["apriori"], "hints.apriori", len(pieces))
+        apriori = [exact_row(array(r, f"hints.apriori[{j}]", len(steps[j])), "hints.apriori")
+                   for j, r in enumerate(raw)]  # fmt: skip
+        if not all(0 < a <= 64 for row in apriori for a in row):
+            raise Rejected("hints.apriori: every factor must be in (0, 64]")
+        with flint.ctx.workprec(53):
+            try:
+                finals, mats = replay_gradient64(field, pieces, points, steps, apriori, K, m)
+                value, grads = loss_and_gradient64(finals, mats, targets, pieces, eps)
+            except ReplayError as exc:
+                raise Rejected(f"hints: {exc}") from None
+            return to_arb(value)[0], [to_arb(g) for g in grads], (n, len(pieces), total, prec)
     boxes = []
     for j, per_piece in enumerate(array(hints["boxes"], "hints.boxes", len(pieces))):
         per_step = array(per_piece, f"hints.boxes[{j}]", len(steps[j]))

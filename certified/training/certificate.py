@@ -23,12 +23,6 @@ def gradient_instance(result) -> tuple[dict[str, Any], dict[str, Any]]:
 
     Guarantee: exact (the problem and the steps as computed)."""
     problem, h = result.problem, result.hints
-    if h.get("method") == "float64":
-        from certified.errors import InputError
-
-        raise InputError(
-            "certificate: the float64 path has no certificate; compute with method='replay'"
-        )
     if "relu_patterns" in h:
         from certified.errors import InputError
 
@@ -58,11 +52,14 @@ def gradient_instance(result) -> tuple[dict[str, Any], dict[str, Any]]:
         "jacobian_order": h["jacobian_order"],
         "precision": h["precision"],
         "steps": [[exact_number(s) for s in steps] for steps in h["steps"]],
-        "boxes": [
-            [[[_pair(ab) for ab in row] for row in B] for B in per_piece]
-            for per_piece in h["boxes"]
-        ],
     }
+    if h.get("arithmetic") == "float64":  # a priori factors, not boxes: the file stays small
+        hints["arithmetic"] = "float64"
+        hints["apriori"] = [[exact_number(a) for a in row] for row in h["apriori"]]
+        return instance, hints
+    hints["boxes"] = [
+        [[[_pair(ab) for ab in row] for row in B] for B in per_piece] for per_piece in h["boxes"]
+    ]
     return instance, hints
 
 
@@ -71,6 +68,7 @@ def _check_cost(*results, what: str = "points per certificate, or fewer pieces")
     rather than write a file the checker refuses)."""
     from certified.checker.lohner import MAX_TAYLOR_OPS
     from certified.checker.sensitivity import sensitivity_cost
+    from certified.checker.sensitivity64 import cost64
     from certified.errors import InputError
 
     cost = 0
@@ -78,7 +76,9 @@ def _check_cost(*results, what: str = "points per certificate, or fewer pieces")
         h, n = result.hints, result.points.shape[0]
         total = sum(len(s) for s in h.get("steps", ()))
         K, m, prec = h["order"], h["jacobian_order"], h["precision"]
-        cost += sensitivity_cost(result.problem.field.expression, n, total, K, m, prec)
+        field = result.problem.field.expression
+        cost += (cost64(field, n, total, K, m) if h.get("arithmetic") == "float64" else
+                 sensitivity_cost(field, n, total, K, m, prec))  # fmt: skip
     if cost > MAX_TAYLOR_OPS:
         most = max(1, int(n * MAX_TAYLOR_OPS / cost if len(results) == 1 else
                           len(results) * MAX_TAYLOR_OPS / cost))  # fmt: skip
@@ -95,7 +95,7 @@ def gradient_certificate(result) -> dict[str, Any]:
     Raises InputError when the checker's replay would exceed its resource limit.
 
     Guarantee: none (the checker decides)."""
-    if "relu_patterns" not in result.hints and result.hints.get("method") != "float64":
+    if "relu_patterns" not in result.hints:
         _check_cost(result)
     instance, hints = gradient_instance(result)
     claim = {

@@ -172,10 +172,10 @@ def certified_gradient(
     eps : number >= 0, the weight of the regulariser (exact)
     prec : working precision in bits of the replay (53 .. 4096)
     order, max_step : the Taylor order and the largest step (tightness and cost only)
-    method : "replay" (default: the checker's computation, per point in arb; the result can be
-        written as a certificate) or "float64" (tanh / sigmoid schedules at 53 bits: the same
-        mathematics in float64 intervals vectorised over the points, :mod:`certified.training.fast`;
-        no certificate)
+    method : "replay" (default: the checker's replay per point in arb), "float64" (53 bits, the
+        default loss, a field of ``sensitivity64.OPS64``: the checker's replay for all points at
+        once in float64 intervals, :mod:`certified.checker.sensitivity64`) or "auto" (float64
+        where it applies, else replay); either result can be written as a certificate
     for_certificate : refuse (InputError) before the replay when the checker's replay of the
         result would exceed its resource limit
     loss : VectorField of dimension 2d without parameters, optional
@@ -218,24 +218,23 @@ def certified_gradient(
             )
         if method == "float64":
             raise InputError("loss: the float64 path has the squared error only; use 'replay'")
-    if method not in ("replay", "float64"):
-        raise InputError(f"method: expected 'replay' or 'float64', got {method!r}")
-    if method == "float64":
-        from certified.models import Schedule
-        from certified.training.fast import float64_certified_gradient
+    if method not in ("replay", "float64", "auto"):
+        raise InputError(f"method: expected 'replay', 'float64' or 'auto', got {method!r}")
+    relu = problem is model and not isinstance(model, PiecewiseField)
+    if method != "replay" and not relu:
+        from certified.checker.sensitivity64 import supported64
 
-        if not isinstance(model, Schedule) or problem is model or prec != 53:
-            raise InputError("method: 'float64' takes a tanh / sigmoid Schedule at 53 bits")
-        value, grads = float64_certified_gradient(model, X, Y, eps, order=order or 12)
-        out_loss = (to_fmpq(float(value.lo[0])), to_fmpq(float(value.hi[0])))
-        out_grad = [
-            [(to_fmpq(float(a)), to_fmpq(float(b))) for a, b in zip(g.lo, g.hi, strict=True)]
-            for g in grads
-        ]
-        return GradientEnclosure(
-            out_loss, out_grad, tuple(problem.field.parameters), problem, X, Y, eps,
-            {"method": "float64"},
-        )  # fmt: skip
+        fits = prec == 53 and loss is None and supported64(problem.field.expression)
+        if method == "float64" and not fits:
+            raise InputError(
+                "method: 'float64' takes the default loss at 53 bits and a field of the "
+                "operations of certified.checker.sensitivity64.OPS64 (x, p, c, add, sub, neg, "
+                "sum, mul, sqr, exp, tanh, sigmoid)"
+            )
+        if fits:
+            return _float64_gradient(problem, X, Y, eps, order, max_step, for_certificate)
+    elif method == "float64":
+        raise InputError("method: 'float64' takes a tanh / sigmoid Schedule or a field, not ReLU")
     if problem is model and not isinstance(model, PiecewiseField):  # a ReLU schedule
         from certified.training.relu import relu_gradient
 
@@ -283,6 +282,56 @@ def certified_gradient(
     return GradientEnclosure(
         out_loss, out_grad, tuple(problem.field.parameters), problem, X, Y, eps, hints, loss
     )
+
+
+def _float64_gradient(problem, X, Y, eps, order, max_step, for_certificate) -> GradientEnclosure:
+    """The float64 replay (``sensitivity64``) along the producer's steps; the a priori factors
+    are chosen by the replay and written as hints.
+
+    Guarantee: encloses (proofs/training.md#sensitivity64)."""
+    from certified.checker.ivec import to_arb
+    from certified.checker.lohner import MAX_TAYLOR_OPS
+    from certified.checker.sensitivity64 import cost64, loss_and_gradient64, replay_gradient64
+    from certified.checker.taylor import ReplayError
+
+    steps, K, m = _steps(problem, X, 53, order, max_step)
+    field = problem.field.expression
+    if for_certificate:
+        cost = cost64(field, X.shape[0], sum(len(s) for s in steps), K, m)
+        if cost > MAX_TAYLOR_OPS:
+            raise InputError(
+                f"--points: a certificate for {X.shape[0]} points would cost the checker about "
+                f"{cost:.2g} operations (limit {MAX_TAYLOR_OPS:.2g}): certify at most about "
+                f"{max(1, int(X.shape[0] * MAX_TAYLOR_OPS / cost))} points per certificate"
+            )
+    pieces = [(p.duration, list(p.values)) for p in problem.pieces]
+    apriori = [[None] * len(s) for s in steps]
+    try:
+        finals, mats = replay_gradient64(field, pieces, X.tolist(), steps, apriori, K, m)
+        value, grads = loss_and_gradient64(finals, mats, Y.tolist(), pieces, eps)
+    except ReplayError as exc:
+        raise InputError(f"the float64 sensitivity replay failed ({exc}); lower max_step") from None
+    with precision(53):  # the balls the checker compares with (ivec.to_arb at 53 bits)
+        out_loss = _ends(to_arb(value)[0])
+        out_grad = [[_ends(b) for b in to_arb(g)] for g in grads]
+    hints = {"order": K, "jacobian_order": m, "precision": 53, "steps": steps,
+             "arithmetic": "float64", "apriori": apriori}  # fmt: skip
+    return GradientEnclosure(
+        out_loss, out_grad, tuple(problem.field.parameters), problem, X, Y, eps, hints
+    )
+
+
+def _steps(problem, X, prec, order, max_step):
+    """The Taylor-Lohner producer's steps (tightness and cost only), K and m."""
+    from certified.flow.options import SaveAt, initial_set
+    from certified.flow.result import FlowStatus
+    from certified.flow.taylor.lohner import lohner_flow
+
+    policy = default_policy(prec, order, max_step)
+    res = lohner_flow(problem, initial_set(X, problem.dimension), SaveAt(), policy, prec)
+    if res.status is not FlowStatus.SUCCESS:
+        raise InputError(f"the flow cannot be enclosed: {res.message}")
+    return res.hints["steps"], res.hints["order"], policy.jacobian_order
 
 
 def _ends(ball: flint.arb) -> tuple[flint.fmpq, flint.fmpq]:
