@@ -129,3 +129,17 @@ def test_reference_layernorm_and_gelu_closed_forms():
     out = reference_layers(mlp, [[1]])[-1][0][0]
     with mpmath.workdps(DPS):
         assert abs(out - (1 + mpmath.erf(1 / mpmath.sqrt(2))) / 2) < mpmath.mpf(10) ** -45
+
+
+def test_gelu_changes_monotonicity_between_minus_076_and_minus_075():
+    # proofs/stack.md#gelu: g'(t) = Phi(t) + t phi(t) < 0 at -0.76 and > 0 at -0.75 (arb)
+    import flint
+
+    from certified.arith.ball import precision
+
+    with precision(128):
+        for t, sign in ((flint.arb("-0.76"), -1), (flint.arb("-0.75"), 1)):
+            g1 = (-t / flint.arb(2).sqrt()).erfc() / 2 + t * (-t * t / 2).exp() / (
+                2 * flint.arb.pi()
+            ).sqrt()
+            assert (g1 < 0) if sign < 0 else (g1 > 0)
