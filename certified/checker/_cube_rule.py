@@ -128,7 +128,7 @@ def _density(value: Any, where: str) -> tuple[list, list, list]:
     return grid, flat, strides
 
 
-def _mass(box: list, grid: list, flat: list, strides: list) -> flint.fmpq:
+def _mass(box: list, grid: list, flat: list, strides: list, budget: list) -> flint.fmpq:
     """mu_0(box) = sum over grid boxes of mass * |box cap grid box| / |grid box|, exact."""
     terms = [(0, _ONE)]
     for (lo, hi), g, s in zip(box, grid, strides, strict=True):
@@ -139,6 +139,9 @@ def _mass(box: list, grid: list, flat: list, strides: list) -> flint.fmpq:
             if overlap > 0:
                 part.append((r * s, overlap / (g[r + 1] - g[r])))
         terms = [(i + j, f * h) for i, f in terms for j, h in part]
+        budget[0] -= len(terms)
+    if budget[0] < 0:
+        raise Rejected("hints.cells: the cells meet too many grid boxes")
     return sum((flat[i] * f for i, f in terms), _ZERO)
 
 
@@ -208,8 +211,10 @@ def _classify(piece: Piece, d: int) -> tuple:
     for i, k in enumerate(axes):
         if any(piece.W[m][i] for m in range(d) if m != k) or axes.count(k) > 1:
             raise Rejected(f"{piece.where}: neither an axis shear nor a coordinate scaling")
-        s = piece.A[i][k]
-        scales.append((k, -piece.b[i] / s, s, arb(piece.W[k][i] * s * piece.duration).exp()))
+        s, r = piece.A[i][k], piece.W[k][i] * piece.A[i][k] * piece.duration
+        if abs(r) > 1000:
+            raise Rejected(f"{piece.where}: a scaling rate |l s tau| > 1000")
+        scales.append((k, -piece.b[i] / s, s, arb(r).exp()))
     return ("scale", scales)
 
 
@@ -222,11 +227,10 @@ def _shear(piece: Piece, j: int, lo: flint.fmpq, hi: flint.fmpq) -> list[tuple]:
     acts = [[max(piece.A[i][j] * t + piece.b[i], _ZERO) for i in range(p)] for t in ts]
     g = [[piece.duration * sum((piece.W[m][i] * z[i] for i in range(p)), _ZERO) for m in range(d)]
          for z in acts]  # fmt: skip
-    return [(min(v[m] for v in g), max(v[m] for v in g)) for m in range(d)]
+    return tuple((min(v[m] for v in g), max(v[m] for v in g)) for m in range(d))
 
 
-def _image(scale: tuple, x: flint.fmpq, up: bool) -> flint.fmpq:
-    _k, c, s, E = scale
+def _image(c: flint.fmpq, s: flint.fmpq, E: arb, x: flint.fmpq, up: int) -> flint.fmpq:
     if s * (x - c) <= 0:
         return x
     return _grid_ends(c + (x - c) * E)[up]
@@ -262,44 +266,37 @@ def check_cube_density(instance: Any, claim: Any, hints: Any) -> str:
     leaves = _leaves(hints["cells"], grid)
     if len(leaves) * len(pieces) > MAX_CUBE_COST:
         raise Rejected(f"hints.cells: {len(leaves)} cells x {len(pieces)} pieces is too many")
-    interned: dict = {}
-    boxes = [[interned.setdefault(iv, iv) for iv in src] for src, _ in leaves]
-    with flint.ctx.workprec(_PREC):  # memos by id: cells share interval objects (kept alive)
+    interned: dict = {}  # per coordinate, one interval object per cell; equal ones shared, so
+    cols = [[interned.setdefault(src[k], src[k]) for src, _ in leaves] for k in range(d)]
+    with flint.ctx.workprec(_PREC):  # that images are computed once per object (memos by id)
         for piece in pieces:
             kind, how = _classify(piece, d)
-            if kind == "shear":
-                shifts: dict = {}
-                unique: dict = {}  # equal shifts as one object, so that images stay shared
-                moved: dict = {}
-                for box in boxes:
-                    key = id(box[how])
-                    if key not in shifts:
-                        shift = tuple(_shear(piece, how, *box[how]))
-                        shifts[key] = (box[how], unique.setdefault(shift, shift))
-                    shift = shifts[key][1]
-                    for m, (lo, hi) in enumerate(shift):
-                        if lo or hi:
-                            km = (id(shift), m, id(box[m]))
-                            if km not in moved:
-                                new = (_outward(box[m][0] + lo, 0), _outward(box[m][1] + hi, 1))
-                                moved[km] = (box[m], new)
-                            box[m] = moved[km][1]
+            if kind == "scale":
+                for k, c, s, E in how:
+                    uniq = {id(iv): iv for iv in cols[k]}
+                    image = {key: (_image(c, s, E, lo, 0), _image(c, s, E, hi, 1))
+                             for key, (lo, hi) in uniq.items()}  # fmt: skip
+                    cols[k] = [image[id(iv)] for iv in cols[k]]
                 continue
-            for scale in how:
-                k, memo = scale[0], {}
-                for box in boxes:
-                    key = id(box[k])
-                    if key not in memo:
-                        lo, hi = box[k]
-                        memo[key] = (box[k], (_image(scale, lo, 0), _image(scale, hi, 1)))
-                    box[k] = memo[key][1]
-    total = _ZERO
+            unique: dict = {}  # equal shifts as one object
+            uniq = {id(iv): iv for iv in cols[how]}
+            shift = {key: _shear(piece, how, *iv) for key, iv in uniq.items()}
+            shift = {key: unique.setdefault(t, t) for key, t in shift.items()}
+            sh = [shift[id(iv)] for iv in cols[how]]
+            for m in range(d):
+                if any(t[m][0] or t[m][1] for t in unique):
+                    pairs = {(id(t), id(iv)): (t[m], iv) for t, iv in zip(sh, cols[m], strict=True)}
+                    moved = {key: (_outward(iv[0] + a, 0), _outward(iv[1] + b, 1))
+                             for key, ((a, b), iv) in pairs.items()}  # fmt: skip
+                    cols[m] = [moved[id(t), id(iv)] for t, iv in zip(sh, cols[m], strict=True)]
+    boxes = list(zip(*cols, strict=True))
+    total, budget = _ZERO, [MAX_CUBE_COST]
     for (src, tgt), box in zip(leaves, boxes, strict=True):
         volume, S = _ONE, _ZERO
         for (lo, hi), (a, b) in zip(box, tgt, strict=True):
             c, h = (a + b) / 2, b - a
             volume, S = volume * h, S + max((lo - c) ** 2, (hi - c) ** 2) + h * h / 12
-        mass = _mass(src, grid, flat, strides)
+        mass = _mass(src, grid, flat, strides, budget)
         if mass != volume:
             raise Rejected(f"hints.cells: a cell has mass {mass} and target volume {volume}")
         total += mass * S

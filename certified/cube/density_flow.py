@@ -280,8 +280,9 @@ def _chain(d: int, k: int, z: list, t: list) -> list[Piece]:
         j = i
         while j + 1 < len(t) and t[j + 1] == t[i]:
             j += 1
+        base = t[i]
         for m in range(i, j + 1):
-            t[m] = t[i] + (2 * (m - i) - (j - i)) * ZETA / 2
+            t[m] = base + (2 * (m - i) - (j - i)) * ZETA / 2
         i = j + 1
     with mpmath.workprec(_PREC):
         pos = [_mpf(v) for v in z]

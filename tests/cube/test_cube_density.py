@@ -293,6 +293,7 @@ def densities(draw):
 @given(densities(), st.sampled_from(["1/3", "1/5"]))
 @example({"grid": [[0, 1, 2, 3], [0, 1]], "masses": [["1/2"], ["0"], ["1/2"]]}, "1/5")
 @example({"grid": [[0, 1], [0, 1, 2, 3]], "masses": [["0", "1", "0"]]}, "1/5")
+@example({"grid": [[0, 1], [0, 1, 2, 3]], "masses": [["1", "0", "0"]]}, "1/3")  # a run of 2 zeros
 def test_random_densities_are_certified(density, eps):
     run = density_to_cube(read_box_density(density), 2, eps)
     v = check_certificate(json.loads(json.dumps(density_certificate(run))))

@@ -16,12 +16,19 @@ from certified.errors import DomainError, InputError
 
 
 def _reference(d, p, eps, q):
-    """L = ceil(2d/p) + ceil((3^(1+d/q) sqrt(d)/eps)^e / (p-d+1)) - 1, e = d/(1+d/q-d)."""
-    with mpmath.workdps(60):
-        d_ = mpmath.mpf(d)
-        q_, eps_ = (mpmath.mpf(int(v.p)) / int(v.q) for v in (q, eps))
-        e = d_ / (1 + d_ / q_ - d_)
-        x = (mpmath.mpf(3) ** (1 + d_ / q_) * mpmath.sqrt(d_) / eps_) ** e / (p - d + 1)
+    """L = ceil(2d/p) + ceil((3^(1+d/q) sqrt(d)/eps)^e / (p-d+1)) - 1, e = d/(1+d/q-d), with
+    60 digits after the point (x may have hundreds before it)."""
+
+    def x_at(dps):
+        with mpmath.workdps(dps):
+            d_ = mpmath.mpf(d)
+            q_, eps_ = (mpmath.mpf(int(v.p)) / int(v.q) for v in (q, eps))
+            e = d_ / (1 + d_ / q_ - d_)
+            return (mpmath.mpf(3) ** (1 + d_ / q_) * mpmath.sqrt(d_) / eps_) ** e / (p - d + 1)
+
+    dps = 60 + max(0, int(mpmath.log10(x_at(30))))
+    with mpmath.workdps(dps):
+        x = x_at(dps)
         ceil = int(mpmath.ceil(x))
         if abs(x - mpmath.nint(x)) < mpmath.mpf(10) ** -40:  # an integer? sympy decides exactly
             r = sympy.Rational
@@ -40,6 +47,7 @@ def _reference(d, p, eps, q):
 )
 @example(d=2, extra=0, eps=Fraction(1, 20), t=0)  # 583,200 exactly
 @example(d=1, extra=0, eps=Fraction(1, 2), t=0)  # 18 exactly
+@example(d=3, extra=0, eps=Fraction(1, 50), t=Fraction(22418, 24920))  # x ~ 10^150
 def test_formula_matches_mpmath(d, extra, eps, t):
     # q = 1 + t (d/(d-1) - 1) in [1, d/(d-1)) (q = 1 + 2t for d = 1)
     q = 1 + t * 2 if d == 1 else 1 + t * (Fraction(d, d - 1) - 1)
