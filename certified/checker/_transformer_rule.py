@@ -64,3 +64,47 @@ def check_transformer_cluster_v1(instance: Any, claim: Any, hints: Any) -> str:
         if not (eps * eps < bound <= lower):
             raise Rejected("claim.diameter_squared: not a lower bound > eps^2 of the replay")
     return f"{verdict} diameter^2 {'<=' if verdict == 'VERIFIED' else '>'} eps^2; {summary}"
+
+
+def check_transformer_match_v1(instance: Any, claim: Any, hints: Any) -> str:
+    """Kind ``transformer-match`` v1 (proofs/transformers.md §5): the flow of the atoms of N
+    measures (points, measure after measure; rule ``taylor-lohner``) and, per measure g,
+    W_2^2(mu^g(T), delta_{y_g}) <= sum_i w_i max_{x in box_i} |x - y_g|^2 <= claimed <= eps^2."""
+    fields(instance, "instance", ("flow", "sizes", "weights", "targets", "dimension"))
+    fields(claim, "claim", ("flow", "verdict", "eps", "w2_squared", "switches"))
+    d = small_integer(instance["dimension"], "instance.dimension", 3, 10_000)
+    sizes = [
+        small_integer(n, "instance.sizes", 1, 100_000)
+        for n in array(instance["sizes"], "instance.sizes")
+    ]
+    N, total = len(sizes), sum(sizes)
+    targets = matrix(instance["targets"], "instance.targets", N, d)
+    weights = array(instance["weights"], "instance.weights", N)
+    summary = check_field_flow(instance["flow"], claim["flow"], hints)
+    flow = instance["flow"]
+    if not isinstance(flow, dict) or "points" not in flow:
+        raise Rejected("instance.flow: the atoms must be given as points")
+    matrix(flow["points"], "instance.flow.points", total, d)
+    if small_integer(claim["switches"], "claim.switches", 0, 10**6) != len(flow["pieces"]) - 1:
+        raise Rejected("claim.switches: not the number of pieces minus one")
+    string(claim["verdict"], "claim.verdict", ("VERIFIED",))
+    eps = exact(claim["eps"], "claim.eps")
+    if not eps > 0:
+        raise Rejected("claim.eps: must be > 0")
+    bounds = vector(claim["w2_squared"], "claim.w2_squared", N)
+    encl = array(claim["flow"]["enclosures"], "claim.flow.enclosures")
+    final = box_rows(encl[-1], "claim.flow.enclosures[-1]", total, d)
+    start = 0
+    for g, n in enumerate(sizes):
+        w = vector(weights[g], f"instance.weights[{g}]", n)
+        if any(not v > 0 for v in w) or sum(w, _ZERO) != 1:
+            raise Rejected(f"instance.weights[{g}]: must be positive and sum to 1")
+        up = _ZERO
+        for i in range(n):
+            up += w[i] * sum((max((lo - y) ** 2, (hi - y) ** 2)
+                              for (lo, hi), y in zip(final[start + i], targets[g], strict=True)),
+                             _ZERO)  # fmt: skip
+        if not up <= bounds[g] <= eps * eps:
+            raise Rejected(f"claim.w2_squared[{g}]: not an upper bound <= eps^2 of the replay")
+        start += n
+    return f"VERIFIED W_2 <= eps for {N} measures; {summary}"

@@ -28,12 +28,18 @@ _DELEGATED = {
     "gaussian-pde": "certified.transformers.gaussian_command",
     "depth-limit": "certified.transformers.depth_command",
     "stack": "certified.transformers.stack_command",
+    "match": "certified.transformers.match_command",
 }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``certified transformer``."""
-    from certified.transformers import depth_command, gaussian_command, stack_command
+    from certified.transformers import (
+        depth_command,
+        gaussian_command,
+        match_command,
+        stack_command,
+    )
 
     parser.add_argument("action", choices=("flow", "cluster", *_DELEGATED), help="what to certify")
     parser.add_argument(
@@ -56,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     gaussian_command.add_arguments(parser)
     depth_command.add_arguments(parser)
     stack_command.add_arguments(parser)
+    match_command.add_arguments(parser)
 
 
 def _enclosures(instance, result) -> list:
@@ -70,6 +77,21 @@ def _enclosures(instance, result) -> list:
         for lo, hi in zip(boxes.lo.tolist(), boxes.hi.tolist(), strict=True):
             out.append([[exact_number(a), exact_number(b)] for a, b in zip(lo, hi, strict=True)])
     return out
+
+
+def _enclosures_of(result) -> list:
+    """Per initial point, per coordinate [lo, hi] at the final time as exact strings."""
+    from certified.arith.exact import fmpq_to_str, to_fmpq
+
+    def box(lo: list, hi: list) -> list:
+        return [
+            [fmpq_to_str(to_fmpq(a)), fmpq_to_str(to_fmpq(b))] for a, b in zip(lo, hi, strict=True)
+        ]
+
+    return [
+        box(lo, hi)
+        for lo, hi in zip(result.final.lo.tolist(), result.final.hi.tolist(), strict=True)
+    ]
 
 
 def _max_width(result) -> str:

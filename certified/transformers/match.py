@@ -1,0 +1,324 @@
+"""Theorem 1.1 of arXiv 2411.04551 (theorems.md §7) as a producer with a certified verdict:
+N empirical measures on S^{d-1}, d >= 3, and N Dirac targets -> a schedule theta(t) whose
+certified flow brings every measure within W_2 <= eps of its target.
+
+Construction (proofs/transformers.md §5): when the supports are disjoint (Prop 3.1's
+conclusion; a shared atom with different targets needs the barycentre flows of Lemma 3.3,
+not implemented: the verdict says which atom), every piece is a sphere perceptron (V = 0,
+sigmoid gates), so the flow moves each atom independently; the pieces are rounds of gated
+pulls (:mod:`certified.transformers.steering`: the ball gate of Lemma B.2 with the corrected
+sign and the corridor steering of Prop 4.1/4.2, every atom routed to its target and stopped
+there by the choice of the pull's speed). The schedule is then certified: all atoms are points
+of the one-token field (rule ``taylor-lohner``), and from the enclosures at T
+
+.. math::
+
+    W_2^2(\\mu^g(T), \\delta_{y_g}) = \\sum_i w_i |x_i(T) - y_g|^2
+        \\le \\sum_i w_i \\max_{x \\in \\text{box}_i} |x - y_g|^2
+
+(a coupling with a Dirac is unique), exactly in rationals. VERIFIED: every bound <= eps^2.
+UNDECIDED: the construction's hypothesis fails (the reason names the lemma and the atom), the
+flow is not certified, or a bound exceeds eps^2. Never REFUTED (the theorem is an existence
+statement; one schedule failing refutes nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import flint
+import numpy as np
+
+from certified.arith.exact import to_fmpq
+from certified.errors import InputError, ShapeError
+from certified.transformers.instance import TransformerInstance, parse_instance
+from certified.verdict import Outcome
+
+__all__ = [
+    "MatchTargets",
+    "MatchVerdict",
+    "match_certificate",
+    "match_measures",
+    "parse_targets",
+    "read_measures",
+    "read_targets",
+    "w2_squared_upper",
+]
+
+_SPHERE_TOLERANCE = flint.fmpq(1, 10**12)
+
+
+@dataclass(frozen=True, eq=False)
+class MatchTargets:
+    """N exact target points on S^{d-1} and the missing direction omega (exact or None).
+    Guarantee: exact."""
+
+    points: np.ndarray
+    omega: tuple[flint.fmpq, ...] | None = None
+
+
+@dataclass(frozen=True)
+class MatchVerdict:
+    """Outcome, reason, the produced pieces (instance JSON), the flow (one-token instance,
+    start points, result), the exact upper bounds on W_2^2 per measure, and the switches.
+
+    Guarantee: VERIFIED means every bound is <= eps^2 and the flow is certified."""
+
+    outcome: Outcome
+    reason: str
+    pieces: list
+    switches: int
+    w2_squared: list[flint.fmpq] | None = None
+    flow_instance: TransformerInstance | None = field(default=None, repr=False)
+    points: np.ndarray | None = field(default=None, repr=False)
+    result: Any = field(default=None, repr=False)
+
+
+def _on_sphere(row, where: str) -> None:
+    norm2 = sum((q * q for q in row), flint.fmpq(0))
+    if abs(norm2 - 1) > _SPHERE_TOLERANCE:
+        raise InputError(
+            f"{where}: |y|^2 = {float(norm2.p) / float(norm2.q):.17g} is off the unit sphere; "
+            "normalise it"
+        )
+
+
+def parse_targets(obj: Any, instance: TransformerInstance) -> MatchTargets:
+    """Targets ``{"targets": N x d, "omega": d (optional)}`` (or the bare N x d list) for the
+    measures of ``instance``; InputError for: d < 3, a count other than N, points off the
+    sphere, non-finite numbers, an omega that is an atom of some measure or a target, two equal
+    measures sent to different targets (the theorem's hypotheses).
+
+    Guarantee: exact.
+    """
+    from certified.io import check_keys, exact_matrix, exact_vector
+
+    d, N = instance.d, len(instance.measures)
+    if d < 3:
+        raise InputError(f"tokens: Theorem 1.1 needs d >= 3, got d = {d}")
+    if instance.geometry != "sphere":
+        raise InputError('geometry: Theorem 1.1 is on the sphere (remove "geometry")')
+    if isinstance(obj, Mapping):
+        check_keys(obj, "targets file", ("targets",), ("omega",))
+        raw, raw_omega = obj["targets"], obj.get("omega")
+    else:
+        raw, raw_omega = obj, None
+    Y = exact_matrix(raw, "targets", cols=d, row_what="targets", col_what="coordinates")
+    if Y.shape[0] != N:
+        raise ShapeError(f"targets: {Y.shape[0]} targets for {N} measures; give one per measure")
+    for g, row in enumerate(Y):
+        _on_sphere(row, f"targets[{g}]")
+    omega = None
+    if raw_omega is not None:
+        omega = tuple(exact_vector(raw_omega, "omega", length=d))
+        _on_sphere(omega, "omega")
+        for g, X in enumerate(instance.measures):
+            for i, row in enumerate(X):
+                if tuple(row) == omega:
+                    raise InputError(
+                        f"omega: is measures[{g}].tokens[{i}]; Theorem 1.1 needs a direction "
+                        "outside every support (Lemma 3.2): give another omega or none"
+                    )
+        for g, row in enumerate(Y):
+            if tuple(row) == omega:
+                raise InputError(f"omega: is targets[{g}]; omega must avoid the targets too "
+                                 "(Lemma 3.2 applied to the targets)")  # fmt: skip
+    keys = [_measure_key(instance, g) for g in range(N)]
+    for g in range(N):
+        for h in range(g):
+            if keys[g] == keys[h] and tuple(Y[g]) != tuple(Y[h]):
+                raise InputError(
+                    f"measures[{g}] and measures[{h}] are the same measure with different "
+                    "targets; Theorem 1.1 needs distinct measures (no flow separates them)"
+                )
+    return MatchTargets(Y, omega)
+
+
+def _measure_key(instance: TransformerInstance, g: int):
+    X, m = instance.measures[g], instance.masses[g]
+    n = X.shape[0]
+    w = m if m is not None else [flint.fmpq(1, n)] * n
+    acc: dict = {}
+    for row, wi in zip(X, w, strict=True):
+        acc[tuple(row)] = acc.get(tuple(row), flint.fmpq(0)) + wi
+    return frozenset(acc.items())
+
+
+def read_targets(path: Any, instance: TransformerInstance) -> MatchTargets:
+    """Read and parse a targets file (errors prefixed with the file name). Guarantee: exact."""
+    from certified.io import prefixed_errors, read_json
+
+    obj = read_json(path)
+    with prefixed_errors(path):
+        return parse_targets(obj, instance)
+
+
+def read_measures(path: Any) -> TransformerInstance:
+    """The measures of an instance file for ``match``; its ``pieces`` (if any) are not used,
+    the construction produces the schedule. Guarantee: exact."""
+    from certified.io import prefixed_errors, read_json
+
+    obj = read_json(path)
+    with prefixed_errors(path):
+        if not isinstance(obj, Mapping):
+            raise InputError("expected a JSON object (a transformer instance)")
+        return parse_instance({**obj, "pieces": [{"duration": 1}]})
+
+
+def _shared_atom(instance: TransformerInstance, Y: np.ndarray) -> str | None:
+    seen: dict = {}
+    for g, X in enumerate(instance.measures):
+        for i, row in enumerate(X):
+            key = tuple(row)
+            if key in seen and tuple(Y[seen[key][0]]) != tuple(Y[g]):
+                h, j = seen[key]
+                return (
+                    f"Prop 3.1 (disjoint supports) is needed: measures[{g}].tokens[{i}] = "
+                    f"measures[{h}].tokens[{j}] with different targets; the barycentre flows of "
+                    "Lemma 3.3 that separate shared atoms are not implemented"
+                )
+            seen.setdefault(key, (g, i))
+    return None
+
+
+def _float(a: np.ndarray) -> np.ndarray:
+    return np.array([[float(q.p) / float(q.q) for q in row] for row in a], dtype=float)
+
+
+def _pieces(rounds: list, d: int) -> list[dict]:
+    """Instance JSON pieces (duration 1 each): one sigmoid neuron per gated pull."""
+    out = []
+    for moves in rounds:
+        W = [[m.k * float(m.q[r]) for m in moves] for r in range(d)]
+        U = [[m.beta * float(v) for v in m.q] for m in moves]
+        b = [-m.beta * m.c for m in moves]
+        out.append({"duration": 1, "W": W, "U": U, "b": b, "activation": "sigmoid"})
+    return out
+
+
+def w2_squared_upper(lo: np.ndarray, hi: np.ndarray, weights: list, y: Any) -> flint.fmpq:
+    """Exact upper bound on sum_i w_i |x_i - y|^2 over x_i in the boxes [lo_i, hi_i] (rows of
+    exact numbers or doubles). Guarantee: upper bound (exact rationals)."""
+    total = flint.fmpq(0)
+    for a, b, w in zip(lo, hi, weights, strict=True):
+        s = flint.fmpq(0)
+        for lo_c, hi_c, y_c in zip(a, b, y, strict=True):
+            lo_q, hi_q = to_fmpq(lo_c), to_fmpq(hi_c)
+            s += max((lo_q - y_c) ** 2, (hi_q - y_c) ** 2)
+        total += w * s
+    return total
+
+
+def match_measures(
+    instance: TransformerInstance, targets: MatchTargets, eps: Any, *, step_policy: Any = None
+) -> MatchVerdict:
+    """The construction and its certified verdict (module docstring).
+
+    Guarantee: as :class:`MatchVerdict`.
+    """
+    from certified.transformers.steering import plan_steering
+
+    eps = to_fmpq(eps, "--eps")
+    if not eps > 0:
+        raise InputError(f"--eps: {eps} is not positive")
+    d, Y = instance.d, targets.points
+    shared = _shared_atom(instance, Y)
+    if shared is not None:
+        return MatchVerdict(Outcome.UNDECIDED, shared, [], 0)
+    X = np.concatenate(instance.measures)
+    dest = np.concatenate([np.full(n, g) for g, n in enumerate(instance.sizes)])
+    Xf, Yf = _float(X), _float(Y)
+    Xf /= np.linalg.norm(Xf, axis=1, keepdims=True)
+    Yf /= np.linalg.norm(Yf, axis=1, keepdims=True)
+    # every atom parked at an angle a tenth of eps (the bound then has room for the widths)
+    radius = 0.1 * float(eps.p) / float(eps.q)
+    plan = plan_steering(Xf, dest, Yf, radius=min(radius, 0.1))
+    pieces = _pieces(plan.rounds, d)
+    if plan.failure is not None or not pieces:
+        why = plan.failure or "no atom needs to move"
+        if not pieces:
+            pieces = [{"duration": 1}]
+        if plan.failure is not None:
+            return MatchVerdict(Outcome.UNDECIDED, f"Prop 4.2 (corridor steering): {why}",
+                                pieces, len(pieces) - 1)  # fmt: skip
+    one = parse_instance({"tokens": [[str(q) for q in X[0]]], "pieces": pieces})
+    from certified.flow import SaveAt, enclose_flow
+
+    res = enclose_flow(one.problem, X, save_at=SaveAt(one.total_time), step_policy=step_policy)
+    switches = len(pieces) - 1
+    if res.status.name != "SUCCESS":
+        return MatchVerdict(Outcome.UNDECIDED, f"the flow was not certified: {res.message}",
+                            pieces, switches, None, one, X, res)  # fmt: skip
+    bounds = measure_bounds(instance, Y, res.final.lo[:], res.final.hi[:])
+    worst = max(range(len(bounds)), key=lambda g: bounds[g])
+    if bounds[worst] <= eps * eps:
+        outcome, reason = Outcome.VERIFIED, f"every measure within W_2 <= {eps} of its target"
+    else:
+        outcome = Outcome.UNDECIDED
+        reason = (f"measures[{worst}]: the certified W_2^2 bound {float(bounds[worst]):.3g} "
+                  f"exceeds eps^2")  # fmt: skip
+    return MatchVerdict(outcome, reason, pieces, switches, bounds, one, X, res)
+
+
+def measure_bounds(instance: TransformerInstance, Y, lo, hi) -> list[flint.fmpq]:
+    """W_2^2 upper bounds per measure from the final boxes of all atoms (rows, measure after
+    measure). Guarantee: upper bounds."""
+    out, start = [], 0
+    for g, n in enumerate(instance.sizes):
+        w = instance.masses[g] or [flint.fmpq(1, n)] * n
+        out.append(w2_squared_upper(lo[start : start + n], hi[start : start + n], list(w), Y[g]))
+        start += n
+    return out
+
+
+def switch_budget(d: int, N: int) -> int:
+    """The reference count d*N of Theorem 1.1's O(dN) (constant 1). Guarantee: exact."""
+    return d * N
+
+
+def match_certificate(
+    instance: TransformerInstance, targets: MatchTargets, eps: Any, verdict: MatchVerdict
+) -> dict[str, Any] | None:
+    """The ``transformer-match`` v1 certificate of a VERIFIED verdict (None otherwise, or when
+    the bounds read from the certificate's own enclosures no longer decide).
+
+    Guarantee: none (the checker decides)."""
+    from certified.arith.exact import fmpq_to_str
+    from certified.flow import flow_certificate_for
+
+    if verdict.outcome is not Outcome.VERIFIED or verdict.result is None:
+        return None
+    eps = to_fmpq(eps, "--eps")
+    flow = flow_certificate_for(verdict.flow_instance.problem, verdict.points, verdict.result)
+    if flow is None:
+        return None
+    d = instance.d
+    rows = flow["claim"]["enclosures"][-1]
+    lo = [[to_fmpq(rows[i][c][0]) for c in range(d)] for i in range(len(rows))]
+    hi = [[to_fmpq(rows[i][c][1]) for c in range(d)] for i in range(len(rows))]
+    bounds = measure_bounds(instance, targets.points, lo, hi)
+    if any(not b <= eps * eps for b in bounds):
+        return None
+    weights = [[fmpq_to_str(w) for w in (m or [flint.fmpq(1, n)] * n)]
+               for m, n in zip(instance.masses, instance.sizes, strict=True)]  # fmt: skip
+    return {
+        "kind": "transformer-match",
+        "version": 1,
+        "instance": {
+            "flow": flow["instance"],
+            "sizes": instance.sizes,
+            "weights": weights,
+            "targets": [[fmpq_to_str(q) for q in row] for row in targets.points],
+            "dimension": d,
+        },
+        "claim": {
+            "flow": flow["claim"],
+            "verdict": "VERIFIED",
+            "eps": fmpq_to_str(eps),
+            "w2_squared": [fmpq_to_str(b) for b in bounds],
+            "switches": verdict.switches,
+        },
+        "hints": flow["hints"],
+    }
