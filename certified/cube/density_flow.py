@@ -10,6 +10,7 @@ breakpoints on the grid). A flow realises ``T`` approximately, coordinate after 
 1. *stacking*: laminar shears ``x_k += g(y_j)``, ``g`` a sum of steep ramps at the images of
    the grid lines (``j < k``), translate each tube of the already-mapped coordinates to its own
    band ``[s H, s H + H)`` of ``x_k``, so that one map of ``x_k`` can act differently per tube;
+   (axes ``k >= 1`` are first moved affinely onto ``[0, 1]`` by two scalings);
 2. *chain*: single-neuron scalings ``ẋ_k = λ (x_k − c)_+`` (flow ``c + (x_k − c) e^{λτ}``), one
    per gap between consecutive knots (grid lines of all bands, bottom to top), set every gap to
    its target length (zero-mass gaps to a length ``ζ``);
@@ -306,8 +307,12 @@ def _chain(d: int, k: int, z: list, t: list) -> list[Piece]:
 
 def _stage(tubes: _Tubes, U: list, k: int, p: int) -> list[Piece]:
     """Stacking shears, the chain and the unstacking shears of axis k."""
-    d, grid = tubes.d, tubes.grid
-    H = flint.fmpq(math.ceil(max(1, float(grid[k][-1] - grid[k][0])))) + 1
+    d, g = tubes.d, tubes.grid[k]
+    # axes k >= 1 first go affinely onto [0, 1] (translation and scaling), so that the bands
+    # of the stacking stay narrow whatever the grid's range (the buffers' images scale with them)
+    pre = _chain(d, k, [g[0], g[-1]], [_ZERO, _ONE]) if k else []
+    knots = [(v - g[0]) / (g[-1] - g[0]) for v in g] if k else list(g)
+    H = flint.fmpq(math.ceil(max(1, float(knots[-1] - knots[0])))) + 1
     radix = [len(U[j]) + 1 for j in range(k)]
     mult = [math.prod(radix[j + 1 :]) for j in range(k)]
     z, t = [], []
@@ -317,7 +322,7 @@ def _stage(tubes: _Tubes, U: list, k: int, p: int) -> list[Piece]:
             ends = [_ZERO, *U[j], _ONE]
             tau = (*tau, tubes.interval(tau, (ends[v] + ends[v + 1]) / 2))
         s = sum(m * v for m, v in zip(mult, combo, strict=True)) * H
-        z += [g + s for g in grid[k]]
+        z += [v + s for v in knots]
         t += [f + s for f in tubes.cdf(tau)]
     stack, unstack = [], []
     for j in range(k):
@@ -325,7 +330,7 @@ def _stage(tubes: _Tubes, U: list, k: int, p: int) -> list[Piece]:
         if ramps:
             stack += _ramp_pieces(d, k, j, ramps, p // 2)
             unstack += _ramp_pieces(d, k, j, [(u, -h) for u, h in ramps], p // 2)
-    return stack + _chain(d, k, z, t) + unstack
+    return pre + stack + _chain(d, k, z, t) + unstack
 
 
 # --- float64 replay (heuristic) ----------------------------------------------------------------
