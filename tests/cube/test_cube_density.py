@@ -294,8 +294,22 @@ def densities(draw):
 @example({"grid": [[0, 1, 2, 3], [0, 1]], "masses": [["1/2"], ["0"], ["1/2"]]}, "1/5")
 @example({"grid": [[0, 1], [0, 1, 2, 3]], "masses": [["0", "1", "0"]]}, "1/5")
 @example({"grid": [[0, 1], [0, 1, 2, 3]], "masses": [["1", "0", "0"]]}, "1/3")  # a run of 2 zeros
+@example(  # a range of 10^6: the stacking bands must not scale with it
+    {"grid": [["-250030", "-112526", "20348"], ["-210153", "95376"]], "masses": [["2/7"], ["5/7"]]},
+    "1/3",
+)
 def test_random_densities_are_certified(density, eps):
     run = density_to_cube(read_box_density(density), 2, eps)
     v = check_certificate(json.loads(json.dumps(density_certificate(run))))
     assert v.verified, v.reason
     assert run.bound <= flint.fmpq(*(int(t) for t in eps.split("/")))
+
+
+def test_a_wide_three_dimensional_grid_is_certified():
+    density = {
+        "grid": [[-0.516665, 0.205275, 0.376715], ["-158894", "482083", "911916"], [-3, -2, 0]],
+        "masses": [[["1/3", "0"], ["1/3", "0"]], [["0", "0"], ["1/3", "0"]]],
+    }
+    run = density_to_cube(read_box_density(density), 4, "1/2")
+    v = check_certificate(json.loads(json.dumps(density_certificate(run))))
+    assert v.verified, v.reason
