@@ -7,10 +7,10 @@ The exact target map is the Knothe map ``T`` of the density: ``y_0 = F_0(x_0)``,
 breakpoints on the grid). A flow realises ``T`` approximately, coordinate after coordinate
 (stage ``k`` moves ``x_k`` only):
 
+0. axes ``k >= 1`` are first moved affinely onto ``[0, 1]`` (two scalings);
 1. *stacking*: laminar shears ``x_k += g(y_j)``, ``g`` a sum of steep ramps at the images of
    the grid lines (``j < k``), translate each tube of the already-mapped coordinates to its own
    band ``[s H, s H + H)`` of ``x_k``, so that one map of ``x_k`` can act differently per tube;
-   (axes ``k >= 1`` are first moved affinely onto ``[0, 1]`` by two scalings);
 2. *chain*: single-neuron scalings ``ẋ_k = λ (x_k − c)_+`` (flow ``c + (x_k − c) e^{λτ}``), one
    per gap between consecutive knots (grid lines of all bands, bottom to top), set every gap to
    its target length (zero-mass gaps to a length ``ζ``);
@@ -43,8 +43,8 @@ from certified.models import Activation, Piece, Schedule
 __all__ = ["DensityCell", "DensityTransport", "density_to_cube", "push_points"]
 
 _ZERO, _ONE = flint.fmpq(0), flint.fmpq(1)
-# ζ << δ < η: a run of zero-mass gaps stays inside its buffer, the ramps too; ζ stays resolved
-# by the float replay (long double, 64-bit mantissa, positions below 2^10)
+# ζ << δ < η: a run of zero-mass gaps stays inside its buffer, the ramps too (the buffers'
+# images are estimated by a long-double replay, which resolves ζ well at positions below 2^10)
 ETA = flint.fmpq(1, 2**32)  # half the target width of a buffer
 DELTA = flint.fmpq(1, 2**34)  # half the width of a ramp
 ZETA = flint.fmpq(1, 2**40)  # target length of a gap of mass 0
