@@ -154,13 +154,14 @@ COMMANDS: tuple[CommandRecord, ...] = (
     ),
     CommandRecord(
         "transport-to-cube",
-        "theorem F: an exact ReLU flow pushing an empirical measure within W_q <= eps of "
-        "U([0,1]^d), with a certificate",
+        "theorem F: a ReLU flow pushing an empirical measure or a box density within "
+        "W_q <= eps of U([0,1]^d), with a certificate",
         "certified.cube.command",
-        description="Theorem F for empirical measures (proofs/cube.md): VERIFIED writes the "
-        "certificate (exit 0); densities and refused certificates are UNDECIDED, nothing "
-        "written (exit 1); p < d (erratum), eps <= 0, q outside [1, d/(d-1)), weights not "
-        "summing to 1, too few atoms for eps: exit 2.",
+        description="Theorem F for empirical measures and piecewise-constant densities on grids "
+        "(proofs/cube.md): VERIFIED writes the certificate (exit 0); refused certificates are "
+        "UNDECIDED, nothing written (exit 1); p < d (erratum), eps <= 0, q outside "
+        "[1, d/(d-1)), weights or masses not summing to 1, negative masses, too few atoms for "
+        "eps: exit 2.",
         demo="certified.cube.command:demo_check",
     ),
     CommandRecord(
