@@ -50,18 +50,21 @@ def _attention(layer: AttentionLayer, X: flint.arb_mat, w, mask) -> flint.arb_ma
     n, d = X.nrows(), X.ncols()
     out = X if layer.residual else flint.arb_mat(n, d)
     Xt = X.transpose()
-    for A, G in _blocks(layer):
-        S = X * A * Xt  # S[i, j] = x_iᵀ A x_j: key j at query i
-        P = [
-            _softmax_row([S[i, j] for j in range(n)], w, None if mask is None else mask[i])
-            for i in range(n)
-        ]
-        out = out + flint.arb_mat(P) * (X * G.transpose())
+    for A, Gt in _blocks(layer):
+        S = (X * A * Xt).tolist()  # S[i][j] = x_iᵀ A x_j: key j at query i
+        P = [_softmax_row(S[i], w, None if mask is None else mask[i]) for i in range(n)]
+        out = out + flint.arb_mat(P) * (X * Gt)
     return out
 
 
 def _blocks(layer: AttentionLayer) -> list:
-    return [(_mat(A), _mat(G)) for A, G in layer.exact_blocks()]
+    """Per head ``(A, Gᵀ)`` as ball matrices at the current precision (cached per precision:
+    the conversions cost as much as a layer)."""
+    prec = flint.ctx.prec
+    cache = layer.__dict__.setdefault("_arb_blocks", {})
+    if prec not in cache:
+        cache[prec] = [(_mat(A), _mat(G).transpose()) for A, G in layer.exact_blocks()]
+    return cache[prec]
 
 
 def _relu(z: flint.arb) -> flint.arb:
@@ -84,7 +87,7 @@ def _mlp(layer: MLPLayer, X: flint.arb_mat) -> flint.arb_mat:
     W1, b1, W2, b2 = layer.exact_blocks()
     Z = X * _mat(W1).transpose() + _row(b1, n)
     act = _ACT[layer.activation]
-    Y = flint.arb_mat([[act(Z[i, k]) for k in range(Z.ncols())] for i in range(n)])
+    Y = flint.arb_mat([[act(z) for z in row] for row in Z.tolist()])
     out = Y * _mat(W2).transpose() + _row(b2, n)
     return X + out if layer.residual else out
 

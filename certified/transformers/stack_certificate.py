@@ -15,7 +15,7 @@ from typing import Any
 import flint
 import numpy as np
 
-from certified.arith.ball import check_precision, mid_rad, precision
+from certified.arith.ball import check_precision, precision
 from certified.certificates import exact_number
 from certified.transformers.stack_arb import arb_layer
 from certified.transformers.stack_eval import token_weights
@@ -55,27 +55,42 @@ class StackCertificate:
         return [float(max(hi - lo for row in b for lo, hi in row)) for b in self.boxes]
 
 
-def _widened(b: flint.arb, prec: int) -> tuple[flint.fmpq, flint.fmpq]:
+def _exact(x: flint.arb) -> flint.fmpq:
+    """The value of an exact ball (a dyadic) as a rational. Guarantee: exact."""
+    m, e = x.man_exp()
+    return (
+        flint.fmpq(m * flint.fmpz(2) ** int(e))
+        if e >= 0
+        else flint.fmpq(m, flint.fmpz(2) ** int(-e))
+    )
+
+
+def _widened(b: flint.arb, prec: int) -> tuple[flint.arb, flint.arb]:
+    """Exact end points (dyadics of ``prec`` bits) of the ball widened by 1/16 of its radius
+    and a few ulps (call at ``prec``). Guarantee: [lo, hi] contains the ball."""
     from certified.errors import RangeOverflowError
 
     if not b.is_finite():
         raise RangeOverflowError("a token left every finite ball; the stack overflows")
-    m = b.mid()
-    slack = b.rad() / 16 + abs(m) * flint.arb(2) ** (4 - prec) + flint.arb(2) ** (-prec - 64)
+    slack = b.rad() / 16 + abs(b.mid()) * _TWO ** (4 - prec) + _TWO ** (-prec - 64)
     wide = b + flint.arb(0, slack.upper())
-    return mid_rad(wide.lower())[0], mid_rad(wide.upper())[0]
+    return wide.lower(), wide.upper()
 
 
-def _balls(boxes: list) -> flint.arb_mat:
-    return flint.arb_mat([[flint.arb(lo).union(flint.arb(hi)) for lo, hi in row] for row in boxes])
+_TWO = flint.arb(2)
 
 
-def certify_stack(stack: Stack, tokens: Any, weights: Any = None, *, prec: int = 128) -> list:
+def certify_stack(
+    stack: Stack, tokens: Any, weights: Any = None, *, prec: int = 128, exact: bool = True
+) -> list:
     """Exact boxes after every layer by the checker's replay (module docstring).
 
     Parameters
     ----------
     tokens : (n, d) exact numbers; weights : (n,) exact > 0 or None; prec : bits (53..4096)
+    exact : bool
+        True: ``fmpq`` end points, ``boxes[0]`` the tokens; False: the layers' boxes only
+        (``L`` entries), end points as exact ``arb`` (no conversion: the benchmark's form).
 
     Raises
     ------
@@ -95,15 +110,20 @@ def certify_stack(stack: Stack, tokens: Any, weights: Any = None, *, prec: int =
     n = X.shape[0]
     stack.check_tokens(n)
     wq = token_weights(weights, n)
-    boxes = [[[(q, q) for q in row] for row in X]]
+    layers = []
     with precision(prec):
         w = None if wq is None else [flint.arb(q) for q in wq]
         M = flint.arb_mat([[flint.arb(q) for q in row] for row in X])
         for index, layer in enumerate(stack.layers):
             Y = arb_layer(layer, M, index, w, n)
-            B = [[_widened(Y[i, a], prec) for a in range(Y.ncols())] for i in range(n)]
-            boxes.append(B)
-            M = _balls(B)
+            B = [[_widened(b, prec) for b in row] for row in Y.tolist()]
+            layers.append(B)
+            # the checker's balls arb(lo) ∪ arb(hi) (lo, hi exact at prec bits)
+            M = flint.arb_mat([[lo.union(hi) for lo, hi in row] for row in B])
+    if not exact:
+        return layers
+    boxes = [[[(q, q) for q in row] for row in X]]
+    boxes += [[[(_exact(lo), _exact(hi)) for lo, hi in row] for row in B] for B in layers]
     return boxes
 
 
