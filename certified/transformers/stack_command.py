@@ -140,19 +140,26 @@ def run(args: argparse.Namespace) -> int:
         "convention": "score of key y at query x: s <Qy, Kx>",
     }
     if args.lipschitz:
+        from certified.errors import CertifiedError
         from certified.flow.command import decimal_upper as up
         from certified.transformers.stack_lipschitz import stack_lipschitz
 
-        with progress.stage("Lipschitz bounds on the domain"):
-            lip = stack_lipschitz(stack, X, w, radius=radius)
-        fields["lipschitz"] = {
-            "radius": str(lip.radius),
-            "norm": "Frobenius on the n d entries",
-            "per_layer_upper": [up(x) for x in lip.per_layer],
-            "product_upper": up(lip.product_upper),
-            "composition_upper": up(lip.composition_upper),
-            "lower": _decimal_lower(lip.lower),
-        }
+        try:
+            with progress.stage("Lipschitz bounds on the domain"):
+                lip = stack_lipschitz(stack, X, w, radius=radius)
+        except CertifiedError as exc:
+            # the domain's boxes grew too wide in float64 intervals (a layer norm's variance,
+            # an overflow): no bound, said so; the enclosure and its certificate stand
+            fields["lipschitz"] = {"radius": str(r), "undecided": str(exc)}
+        else:
+            fields["lipschitz"] = {
+                "radius": str(lip.radius),
+                "norm": "Frobenius on the n d entries",
+                "per_layer_upper": [up(x) for x in lip.per_layer],
+                "product_upper": up(lip.product_upper),
+                "composition_upper": up(lip.composition_upper),
+                "lower": _decimal_lower(lip.lower),
+            }
     with progress.stage("writing the certificate, re-checked by the checker first"):
         path, check = write_if_accepted(Path(args.out), result.certificate)
     message = "" if path is not None else f"the checker did not accept: {check.reason}"
@@ -164,8 +171,10 @@ def run(args: argparse.Namespace) -> int:
                                 **fields, message=message))  # fmt: skip
     elif path is not None:
         print(f"{outcome}: certificate written to {path} (max width {fields['max_width']})")
-        if args.lipschitz:
-            lip_f = fields["lipschitz"]
+        lip_f = fields.get("lipschitz", {})
+        if "undecided" in lip_f:
+            print(f"  Lipschitz on the domain: undecided ({lip_f['undecided']})")
+        elif lip_f:
             print(f"  Lipschitz on the domain: >= {lip_f['lower']}, <= "
                   f"{lip_f['composition_upper']} (composition), <= {lip_f['product_upper']} "
                   "(product of layers)")  # fmt: skip

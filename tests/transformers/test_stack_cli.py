@@ -125,3 +125,26 @@ def test_options_of_other_actions_are_refused(tmp_path, capsys):
     assert "--radius: only with --lipschitz" in capsys.readouterr().err
     assert main([*argv, "--prec", "20", "--out", str(out)]) == 2
     assert not out.exists()
+
+
+def test_the_precision_rises_until_the_widths_are_small(tmp_path, capsys):
+    # six dense attention layers with large scores: 64 bits overflow or stay wide
+    rng = np.random.default_rng(3)
+    heads = [{"Q": (2 * rng.standard_normal((2, 2))).tolist(),
+              "K": (2 * rng.standard_normal((2, 2))).tolist(),
+              "V": rng.standard_normal((2, 2)).tolist()}]  # fmt: skip
+    model = {"dimension": 2, "layers": [{"type": "attention", "heads": heads}] * 6}
+    out = tmp_path / "c.json"
+    assert main([*_files(tmp_path, model=model), "--out", str(out), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["prec"] > 64 and float(data["max_width"]) <= 1e-10
+    assert check_file(out).verified
+
+
+def test_a_lipschitz_domain_too_wide_is_undecided_not_an_error(tmp_path, capsys):
+    model = {"dimension": 2, "layers": [{"type": "layernorm"}]}
+    out = tmp_path / "c.json"
+    argv = _files(tmp_path, model=model, tokens="0,1\n1,0\n")
+    assert main([*argv, "--lipschitz", "--radius", "1", "--out", str(out), "--json"]) == 0
+    lip = json.loads(capsys.readouterr().out)["lipschitz"]
+    assert "variance" in lip["undecided"] and check_file(out).verified
