@@ -15,6 +15,7 @@ in the same intervals (proofs/training.md#gradient)."""
 
 from __future__ import annotations
 
+import flint
 import numpy as np
 from flint import arb, fmpq
 
@@ -301,11 +302,19 @@ def step_jacobian64(tp: ThetaProgram, theta: Iv, X: Iv, B: Iv, h: fmpq, m: int) 
     hb = from_fmpq([h])
     eye = np.broadcast_to(np.eye(d, D), (n, d, D))
     df = theta_jets(tp, theta, B, Iv(eye, eye), 1)[1][..., 1:].mag()
-    L = Iv(df, df).sum(axis=2).hi.max(axis=1)  # >= |Dg(B x theta)|_inf per point
-    e = from_arb([(arb(float(x)) * arb(h)).exp() - 1 for x in L.tolist()]).hi
-    if not np.isfinite(e).all():
+    # >= |D_x f(B)|_inf and |D_theta f(B)|_inf per point (row sums, rounded up)
+    Lx = Iv(df[..., :d], df[..., :d]).sum(axis=2).hi.max(axis=1)
+    Lt = Iv(df[..., d:], df[..., d:]).sum(axis=2).hi.max(axis=1)
+    with flint.ctx.workprec(53):
+        grow = [(arb(float(x)) * arb(h)).exp() for x in Lx.tolist()]  # e^{L_x h}
+        e = from_arb([g - 1 for g in grow]).hi
+        hg = [arb(h) * g for g in grow]  # h e^{L_x h}
+        s = from_arb([arb(float(t)) * q for t, q in zip(Lt.tolist(), hg, strict=True)]).hi
+    if not (np.isfinite(e).all() and np.isfinite(s).all()):
         raise ReplayError("the variational bound overflows")
-    VB = Iv(eye - e[:, None, None], eye + e[:, None, None])
+    rad = np.concatenate([np.broadcast_to(e[:, None, None], (n, d, d)),
+                          np.broadcast_to(s[:, None, None], (n, d, D - d))], axis=2)  # fmt: skip
+    VB = Iv(eye, eye) + Iv(-rad, rad)  # rounded outward
     BX = Iv(np.concatenate([B.lo, X.lo]), np.concatenate([B.hi, X.hi]))
     both = theta_jets(
         tp, theta, BX, Iv(np.concatenate([VB.lo, eye]), np.concatenate([VB.hi, eye])), m

@@ -2,6 +2,8 @@
 [--json]``: certified enclosures of the loss ``J = (1/N) sum_i |x_i(T) - y_i|^2 / 2 +
 (eps/2) sum_l h_l |theta_l|^2`` of a tanh / sigmoid schedule and of its gradient with respect to
 every piece's (W, A, b), written as a ``gradient`` certificate re-checked by the checker first.
+At 53 bits with the default loss the replay is the checker's float64 one for all points at once
+(``hints.arithmetic`` float64, proofs/training.md#sensitivity64); otherwise arb, point by point.
 
 Exit 0 with the certificate written; 1 when the checker refused it (nothing written); 2 on bad
 input (targets of the wrong shape, eps < 0, a flow that cannot be enclosed, a ReLU schedule
@@ -89,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         with prefixed_errors(args.loss):
             loss = VectorField(read_json(args.loss))
     result = certified_gradient(
-        schedule, X, Y, eps=args.eps, prec=args.prec, for_certificate=True, loss=loss
+        schedule, X, Y, eps=args.eps, prec=args.prec, for_certificate=True, loss=loss, method="auto"
     )
     if "relu_patterns" in result.hints:  # computed and certified, but no checker rule
         path, message = (
