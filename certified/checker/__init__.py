@@ -34,6 +34,7 @@ from ._parse import (
     Rejected,
     fields,
     load_json,
+    metered,
     show,
 )
 from ._separation_rule import MAX_SEPARATION_COST, check_separation_v1, gradient_coordinate
@@ -99,12 +100,12 @@ def _kind_of(obj: Any) -> str | None:
     return kind if isinstance(kind, str) and kind in KINDS else None
 
 
-def check_certificate(obj: Any) -> Verdict:
-    """Check a certificate given as a parsed JSON value (dicts, lists, ints, strings). Never
-    raises (but KeyboardInterrupt and the like): every failure is a rejection.
-    Guarantee: ``verified`` implies the statement of ``proofs/semantics.md`` for the kind."""
+def check_certificate(obj: Any, size: int = MAX_BYTES) -> Verdict:
+    """Check a certificate given as a parsed JSON value (dicts, lists, ints, strings), metered as
+    a file of ``size`` bytes. Never raises (but KeyboardInterrupt and the like): every failure
+    is a rejection. Guarantee: ``verified`` implies the statement of ``proofs/semantics.md``."""
     try:
-        with gc_paused():
+        with gc_paused(), metered(size):  # one meter a check (proofs/format.md section 1)
             kind, summary = _check(obj)
         return Verdict(True, kind, summary)
     except Rejected as exc:
@@ -136,7 +137,7 @@ def check_bytes(data: bytes) -> Verdict:
             return Verdict(False, None, str(exc))
         except Exception as exc:
             return Verdict(False, None, f"internal error: {type(exc).__name__}: {show(exc)}")
-        return check_certificate(obj)
+        return check_certificate(obj, len(data))
 
 
 def check_file(path: str | os.PathLike[str]) -> Verdict:

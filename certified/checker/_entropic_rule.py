@@ -20,11 +20,13 @@ def _costs(X: list, Y: list, q: flint.fmpq):
     """The exact squared distances D^2 |x_i - y_j|^2 (row-major integers), D, the height."""
     n, d = len(X), len(X[0])
     D, xy = _scaled([c for row in X + Y for c in row])
+    h = max(abs(v).bit_length() for v in xy + [D])
+    _parse.charge(n * len(Y) * (d + 2) // 32, h, "the squared distances")  # A B^T, in C
     pts = [xy[k * d : k * d + d] for k in range(n + len(Y))]
     A = flint.fmpz_mat([[*x, sum(c * c for c in x), 1] for x in pts[:n]])
     B = flint.fmpz_mat([[-2 * c for c in y] + [1, sum(c * c for c in y)] for y in pts[n:]])
     S = (A * B.transpose()).entries()
-    return S, D, max(abs(v).bit_length() for v in xy + [D])
+    return S, D, h
 
 
 def _cost(s, k2: flint.arb, half: flint.arb | None) -> flint.arb:

@@ -11,6 +11,7 @@ from typing import Any
 
 import flint
 
+from . import _parse
 from ._parse import MAX_HEIGHT_BITS as H
 from ._parse import Rejected, array, exact, exact_row, fields, matrix, small_integer, string, vector
 
@@ -29,6 +30,7 @@ def _piece(value: Any, where: str, d: int, a: list, a_raw: list, terms: list) ->
     # a is given as strings (checked by the caller): equal JSON rows denote equal numbers
     if tau <= 0 or array(value["A"], f"{where}.A", p) != [a_raw] * p:
         raise Rejected(f"{where}: duration <= 0, or a row of A is not the phase normal (same text)")
+    _parse.charge(3 * p * d, _parse.top(), where)  # tau w, a . w, w beta
     for i in range(p):
         w = [tau * W[r][i] for r in range(d)]
         if sum((x * y for x, y in zip(a, w, strict=True) if x), _ZERO) != 0:
@@ -37,35 +39,41 @@ def _piece(value: Any, where: str, d: int, a: list, a_raw: list, terms: list) ->
     return [W, b, a]
 
 
-def _phase(X: list, a: list, terms: list, d: int) -> list:
+def _phase(X: list, a: list, terms: list, d: int, hx: int) -> tuple[list, int]:
     nz = [(j, c) for j, c in enumerate(a) if c]
     if len(nz) == 1 and abs(nz[0][1]) == 1:  # a = +-e_j (the usual first direction)
         j, c = nz[0]
         s = [x[j] for x in X] if c == 1 else [-x[j] for x in X]
     else:
+        _parse.charge(len(X) * len(nz), max(hx, _parse.top()), "a phase")  # hx: height of X
         s = [sum((x[j] * c for j, c in nz), _ZERO) for x in X]
     terms.sort(key=lambda t: t[0])
     # only the coordinates some neuron moves (the others stay as they are)
     on = [k for k in range(d) if any(row[k] for _, row in terms)]
     on2 = on + [d + k for k in on]
     acc, sums = [_ZERO] * len(on2), [[_ZERO] * len(on2)]  # prefix sums of slope ++ intercept
+    hs = _parse.top()  # the largest height of the prefix sums
     for _, row in terms:
+        _parse.charge(len(on2), hs, "a phase's prefix sums")
         acc = [u + row[k] for u, k in zip(acc, on2, strict=True)]
         sums.append(acc)
-        if any(q.height_bits() > H for q in acc):  # every sum: bounds the cost of each operation
+        hs = max(hs, *(q.height_bits() for q in acc)) if acc else hs
+        if hs > H:  # every sum: bounds the cost of each operation
             raise Rejected(f"resource limit: prefix sums beyond {H} bits")
     brk = [t[0] for t in terms]
     m = len(on)
     # neuron i is active at s iff s + beta_i > 0 iff breakpoint_i < s
     out = []
+    _parse.charge(2 * len(X) * m, max(hs, hx + _parse.top()), "a phase's images")
     for y, t in zip(X, s, strict=True):
         c, z = sums[bisect_left(brk, t)], list(y)
         for i, k in enumerate(on):
             z[k] += c[i] * t + c[m + i]
         out.append(z)
-    if any(q.height_bits() > H for row in out for q in row):
+    hx = max(q.height_bits() for row in out for q in row)
+    if hx > H:
         raise Rejected(f"resource limit: phase images beyond {H} bits")
-    return out
+    return out, hx
 
 
 def replay_phases(X: list, schedule: Any, phases: Any, where: str) -> tuple[list, list]:
@@ -76,7 +84,7 @@ def replay_phases(X: list, schedule: Any, phases: Any, where: str) -> tuple[list
     small_integer(sched["dimension"], f"{where}.dimension", d, d)
     string(sched["activation"], f"{where}.activation", ("relu",))
     pieces = array(sched["pieces"], f"{where}.pieces")
-    start, parsed = 0, []
+    start, parsed, hx = 0, [], _parse.top()
     for h, phase in enumerate(array(phases, "hints.phases")):
         where = f"hints.phases[{h}]"
         fields(phase, where, ("pieces", "normal"))
@@ -87,7 +95,7 @@ def replay_phases(X: list, schedule: Any, phases: Any, where: str) -> tuple[list
         terms: list = []
         for j in range(lo, hi):
             parsed.append(_piece(pieces[j], f"{where}.pieces[{j}]", d, a, a_raw, terms))
-        X, start = _phase(X, a, terms, d), hi
+        (X, hx), start = _phase(X, a, terms, d, hx), hi
     if start != len(pieces):
         raise Rejected(f"hints.phases: cover pieces [0, {start}) of {len(pieces)}")
     return X, parsed
@@ -102,6 +110,7 @@ def check_interpolation_v1(instance: Any, claim: Any, hints: Any) -> str:
     Y = matrix(instance["Y"], "instance.Y", N, d)
     phases = fields(hints, "hints", ("phases",))["phases"]
     X, parsed = replay_phases(X, instance["schedule"], phases, "instance.schedule")
+    _parse.charge(3 * N * d, max(map(_parse.height, X + Y)), "the errors")
     err = max(
         sum(((x - y) * (x - y) for x, y in zip(u, v, strict=True)), _ZERO)
         for u, v in zip(X, Y, strict=True)

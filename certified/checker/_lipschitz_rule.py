@@ -68,6 +68,9 @@ def norm_bounds(norms: Any, V: list, KtQ: list, refuted: bool) -> list:
         key = "upper" if refuted else "vector"  # REFUTED needs upper bounds, VERIFIED lower
         nb = fields(norms[name], f"hints.norms.{name}", (key,))
         where, zero = f"hints.norms.{name}.{key}", all(x == 0 for r in M for x in r)
+        d, h = len(M), 4 * _parse.top() + 16  # KtQ: sums of k products of inputs
+        # exact elimination: d^3 / 3 operations on minors of height <= d h (test vector: 2 d^2)
+        _parse.charge(d**3 // 3 + d if refuted else 2 * d * d, d * h if refuted else h, where)
         if refuted:
             s = exact(nb[key], where)
             if s < 0 or not (zero or _pd(_gram_gap(flint.fmpq_mat(M), s * s))):
@@ -111,6 +114,7 @@ def check_lipschitz_v1(instance: Any, claim: Any, hints: Any) -> str:
         raise Rejected("claim: need 0 <= lhs_upper <= rhs_lower")
     h = fields(hints, "hints", ("precision", "norms"))
     prec = small_integer(h["precision"], "hints.precision", 53, 4096)
+    _parse.charge(2 * d * d * k, 2 * _parse.top(), "K^T Q")
     KtQ = [[sum(K[r][a] * Q[r][b] for r in range(k)) for b in range(d)] for a in range(d)]
     with flint.ctx.workprec(prec):
         nv, nm = norm_bounds(h["norms"], V, KtQ, refuted)
@@ -154,6 +158,7 @@ def check_h3_v1(instance, claim, hints) -> str:
     lhs, rhs = exact(c[lk], f"claim.{lk}"), exact(c[rk], f"claim.{rk}")
     h = fields(hints, "hints", ("precision", "norms", "base", *(("pushed",) if refuted else ())))
     prec, n, m = small_integer(h["precision"], "hints.precision", 53, 4096), len(X), len(Y)
+    _parse.charge(2 * (n + m) * d, 2 * _parse.top(), "instance")
     if R <= 0 or any(sum(x * x for x in p) > R * R for p in X + Y):
         raise Rejected("instance: need R > 0 and every atom of mu and nu in B_R")
     if (n + m) ** 2 * d * (1 + prec // 64) > _parse.MAX_REPLAY_COST:
@@ -164,6 +169,7 @@ def check_h3_v1(instance, claim, hints) -> str:
     except Rejected as exc:
         raise Rejected(f"hints.base: {exc}") from None
     lq, uq = (exact(base["claim"][key], "hints.base.claim") for key in ("lower_q", "upper_q"))
+    _parse.charge(2 * d * d * k, 2 * _parse.top(), "K^T Q")
     KtQ = [[sum(K[r][i] * Q[r][j] for r in range(k)) for j in range(d)] for i in range(d)]
     with flint.ctx.workprec(prec):
         nv, nm = norm_bounds(h["norms"], V, KtQ, refuted)

@@ -6,9 +6,12 @@ Everything here either returns a value that denotes exactly what the file says o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+from collections.abc import Iterator
 from itertools import accumulate
+from math import isqrt
 from typing import Any
 
 import flint
@@ -16,13 +19,19 @@ import flint
 # Resource limits (proofs/format.md sections 1, 2 and 4). Each bounds the work of checking.
 MAX_BYTES = 256 * 1024 * 1024  # largest certificate file, in bytes
 MAX_DEPTH = 32  # deepest nesting of JSON arrays and objects
-MAX_TOKENS = 2**25  # most [ { , outside strings: bounds the number of JSON values (memory)
+MAX_TOKENS = 2**24  # most [ { , outside strings: bounds the number of JSON values (memory)
 MAX_DIGITS = 4000  # longest digit run of a number's integers (below CPython's int limit, 4300)
 MAX_EXPONENT = 10000  # largest |e| in a dyadic "m*2^e"
 MAX_HEIGHT_BITS = 65536  # largest height (bits of numerator or denominator) formed in a replay
 # Largest replay cost: a step of a point through a piece of width p costs (p + 1) * d * w *
 # isqrt(w) with w = 1 + h // 64, h the largest height (bits) of its operands.
 MAX_REPLAY_COST = 10**7
+# The meter of a check (format.md section 1, "Bounds"): the numbers of a file may hold at most
+# MAX_NUMBER_BITS + 8 * (bytes of the file) bits beyond one word each (2^|e| of a dyadic counted
+# before it is formed), and the work no rule budget counts (sums, common denominators, products
+# of exact numbers) is at most MAX_WORK + (bytes) units, w * isqrt(w) for an operation on w words.
+MAX_NUMBER_BITS = 2**24
+MAX_WORK = 10**7
 
 _INT_BOUND = 10**MAX_DIGITS  # |n| < _INT_BOUND  <=>  n has at most MAX_DIGITS digits
 
@@ -35,6 +44,75 @@ def show(value: Any, limit: int = 60) -> str:
     """Short, one-line rendering of a value for a reason string."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class _Meter:
+    __slots__ = ("bits", "top", "work")
+
+    def __init__(self, size: int) -> None:
+        self.bits, self.work, self.top = MAX_NUMBER_BITS + 8 * size, MAX_WORK + size, 128
+
+
+_METER: list[_Meter | None] = [None]  # None: not checking (producers' calls are not metered)
+
+
+@contextlib.contextmanager
+def metered(size: int = MAX_BYTES) -> Iterator[None]:
+    """A fresh meter for the block (one check of a file of ``size`` bytes)."""
+    previous, _METER[0] = _METER[0], _Meter(size)
+    try:
+        yield
+    finally:
+        _METER[0] = previous
+
+
+def _charge_bits(bits: int, where: str) -> None:
+    meter = _METER[0]
+    if meter is not None:
+        meter.bits, meter.top = meter.bits - bits, max(meter.top, bits + 128)
+        if meter.bits < 0:
+            raise Rejected(f"resource limit: {where}: the numbers take too many bits for the file")
+
+
+def words(bits: int) -> int:
+    """The cost of one operation on numbers of ``bits`` bits, in word operations."""
+    w = 1 + bits // 64
+    return w * isqrt(w)
+
+
+def charge(operations: int, bits: int, what: str) -> None:
+    """Charge, before doing it, ``operations`` exact operations on numbers of at most ``bits``
+    bits (or arb operations at that precision) to the meter; Rejected past MAX_WORK."""
+    meter = _METER[0]
+    if meter is not None:
+        meter.work -= operations * words(bits)
+        if meter.work < 0:
+            raise Rejected(f"resource limit: {what}: beyond the work allowed for the file")
+
+
+def top() -> int:
+    """A bound on the height of every number read so far in this check (uncharged numbers:
+    at most 19 digits times 2^62; 128 if unmetered)."""
+    return 128 if _METER[0] is None else _METER[0].top
+
+
+def height(values: Any) -> int:
+    """The largest height (bits of numerator or denominator) of exact numbers."""
+    return max((v.height_bits() for v in values), default=0)
+
+
+def exact_sum(values: list, what: str) -> flint.fmpq:
+    """The exact sum, each addition charged at the running sum's height (coprime denominators
+    make it grow); Rejected past MAX_HEIGHT_BITS."""
+    total, bits = flint.fmpq(0), 0
+    for i, v in enumerate(values):
+        charge(1, max(bits, v.height_bits()), what)
+        total += v
+        if i & 15 == 15 or bits > 64:
+            bits = total.height_bits()
+            if bits > MAX_HEIGHT_BITS:
+                raise Rejected(f"resource limit: {what}: a sum beyond {MAX_HEIGHT_BITS} bits")
+    return total
 
 
 # --- bytes -> JSON value ---------------------------------------------------------------------
@@ -129,9 +207,16 @@ _RATIONAL = re.compile(r"-?([1-9][0-9]*)/([1-9][0-9]*)", re.ASCII)
 _DYADIC = re.compile(r"-?([1-9][0-9]*)\*2\^(0|-?[1-9][0-9]*)", re.ASCII)
 
 
+def _size(run: str) -> int:
+    """Bits beyond one word (62) of an integer of the digit run ``run`` (at most, before it is
+    formed: 10/3 bits a digit)."""
+    return len(run) * 10 // 3 if len(run) > 18 else 0
+
+
 def _digits(run: str, where: str) -> int:
     if len(run) > MAX_DIGITS:
         raise Rejected(f"{where}: integer with more than {MAX_DIGITS} digits")
+    _charge_bits(_size(run), where)
     return int(run)
 
 
@@ -171,12 +256,16 @@ def _quick(value: Any) -> flint.fmpq:
         mantissa, e = int(m[1]), int(m[2])
         if not mantissa & 1 or abs(e) > MAX_EXPONENT:
             raise _Slow
+        if abs(e) > 62 or len(m[1]) > 19:
+            _charge_bits(_size(m[1]) + abs(e), "a dyadic")
         two = _POW2.get(abs(e)) or _pow2(abs(e))
         return flint.fmpq(mantissa, two) if e < 0 else flint.fmpq(mantissa * two)
     if "/" in value:
         m = _QUICK_RATIONAL.fullmatch(value)
         if m is None:
             raise _Slow
+        if len(value) > 38:
+            _charge_bits(_size(m[1]) + _size(m[2]), "a rational")
         q = flint.fmpz(m[2])
         r = flint.fmpq(flint.fmpz(m[1]), q)
         if q == 1 or r.q != q:  # "p/1", or not in lowest terms
@@ -184,6 +273,8 @@ def _quick(value: Any) -> flint.fmpq:
         return r
     if _INTEGER.fullmatch(value) is None or value == "-0":
         raise _Slow
+    if len(value) > 19:
+        _charge_bits(_size(value), "an integer")
     return flint.fmpq(int(value))
 
 
@@ -202,6 +293,7 @@ def exact(value: Any, where: str) -> flint.fmpq:
     if isinstance(value, int):
         if not -_INT_BOUND < value < _INT_BOUND:
             raise Rejected(f"{where}: integer with more than {MAX_DIGITS} digits")
+        _charge_bits(0 if -(2**62) < value < 2**62 else value.bit_length(), where)
         return flint.fmpq(value)
     negative = value.startswith("-")
     # the three forms are told apart by their separator (one pattern tried per number)
@@ -225,6 +317,7 @@ def exact(value: Any, where: str) -> flint.fmpq:
         if mantissa % 2 == 0:
             raise Rejected(f"{where}: dyadic {show(value)} has an even mantissa; make it odd")
         e = int(m[2])
+        _charge_bits(abs(e) if abs(e) > 62 else 0, where)
         two_e = _pow2(abs(e))
         magnitude = flint.fmpq(mantissa * two_e) if e >= 0 else flint.fmpq(mantissa, two_e)
     return -magnitude if negative else magnitude
@@ -308,7 +401,7 @@ def measure(value: Any, where: str, d: int | None = None) -> tuple[list, list]:
     weights = vector(value["weights"], f"{where}.weights", len(points))
     if any(w < 0 for w in weights):
         raise Rejected(f"{where}.weights: a weight is negative (they must be >= 0)")
-    if sum(weights, flint.fmpq(0)) != 1:
+    if exact_sum(weights, f"{where}.weights") != 1:
         raise Rejected(f"{where}.weights: the weights do not sum to exactly 1")
     return points, weights
 

@@ -43,6 +43,7 @@ class _Net:
         self.d, self.p, self.tau, self.al = d, len(piece.b), piece.duration, al
         self.w = [[piece.W[k][i] for k in range(d)] for i in range(self.p)]
         self.a, self.b, self.height = piece.A, piece.b, piece.height
+        _parse.charge(4 * self.p * d, 2 * self.height, piece.where)  # c0, _laminar (exact)
         self.live = [i for i in range(self.p) if any(self.w[i]) and any(self.a[i])]
         live = set(self.live)  # the regions, "-" read as "+":
         self.signs = "".join("+" if i in live else "." for i in range(self.p))

@@ -18,7 +18,8 @@ CLAIM = ("lower_q", "upper_q", "lower", "upper")
 def _scaled(values: list) -> tuple[int, list[int]]:
     """A common denominator D (at most MAX_HEIGHT_BITS bits) and the integers D * v."""
     D = 1
-    for v in values:
+    for v in values:  # each lcm costs about a product of D by v.q
+        _parse.charge(4, max(D.bit_length(), v.height_bits()), "a common denominator")
         if (D := lcm(D, int(v.q))).bit_length() > _parse.MAX_HEIGHT_BITS:
             raise Rejected("resource limit: the common denominator has too many bits")
     return D, [int(v.p) * (D // int(v.q)) for v in values]
@@ -45,6 +46,7 @@ def check_wasserstein_v1(instance: Any, claim: Any, hints: Any) -> str:
         raise Rejected(f"resource limit: checking all {n} x {m} dual constraints costs too much")
     # dual feasibility phi_i + psi_j <= |x_i - y_j|^q for ALL i, j, with S_ij = D^2 |x_i - y_j|^2
     # and T_ij = E (phi_i + psi_j): T/E <= (S/D^2)^(p/2r), compared as exact integer powers
+    _parse.charge(n * m * (d + 2) // 32, h, "the squared distances")  # A B^T, in C
     pts = [xy[k * d : k * d + d] for k in range(n + m)]
     A = flint.fmpz_mat([[*x, sum(c * c for c in x), 1] for x in pts[:n]])
     B = flint.fmpz_mat([[-2 * c for c in y] + [1, sum(c * c for c in y)] for y in pts[n:]])
@@ -56,7 +58,8 @@ def check_wasserstein_v1(instance: Any, claim: Any, hints: Any) -> str:
             t = pots[i] + pots[n + j]
             if t > 0 and (t * Dk > s**k * E if k else t ** (2 * r) * two_p > s**p * two_r):
                 raise Rejected(f"hints: phi[{i}] + psi[{j}] exceeds the cost c[{i}][{j}]")
-    if sum((w * v for w, v in zip(a + b, phi + psi, strict=True)), flint.fmpq(0)) < lq:
+    _parse.charge(2 * (n + m), _parse.top(), "the dual value")
+    if _parse.exact_sum([w * v for w, v in zip(a + b, phi + psi, strict=True)], "hints") < lq:
         raise Rejected("claim.lower_q: exceeds sum_i a_i phi_i + sum_j b_j psi_j")
     # the coupling: distinct sorted pairs, masses >= 0, marginals exactly a and b
     rows, cols = [flint.fmpq(0)] * n, [flint.fmpq(0)] * m
@@ -65,12 +68,14 @@ def check_wasserstein_v1(instance: Any, claim: Any, hints: Any) -> str:
         e = array(e, f"hints.coupling[{t}]", 3)
         i, j = (small_integer(e[x], f"hints.coupling[{t}][{x}]", 0, (n, m)[x] - 1) for x in (0, 1))
         w = exact(e[2], f"hints.coupling[{t}][2]")
+        _parse.charge(3, max(rows[i].height_bits(), cols[j].height_bits(), h), "coupling")
         if (i, j) <= last or w < 0:
             raise Rejected(f"hints.coupling[{t}]: pairs must increase strictly, masses be >= 0")
         rows[i], cols[j], last = rows[i] + w, cols[j] + w, (i, j)
         pairs.append((w, flint.fmpq(S[i * m + j], D * D)))
     if rows != a or cols != b:
         raise Rejected("hints.coupling: its marginals are not exactly the weights of mu and nu")
+    _parse.charge(len(pairs) * (k + 2), (k + 1) * 2 * h, "the coupling's cost")
     if k:  # even integer q: the cost of the coupling is rational
         ok = sum((w * s**k for w, s in pairs), flint.fmpq(0)) <= uq
     else:

@@ -24,7 +24,9 @@ from ._parse import (
     Rejected,
     array,
     box_rows,
+    charge,
     exact,
+    exact_sum,
     fields,
     matrix,
     positive,
@@ -63,6 +65,7 @@ class Piece:
     def shared_normal(self) -> Vector:
         """The normal ``a`` of a laminar piece; Rejected if the piece is not laminar."""
         a = self.A[0]
+        charge(len(self.b) * len(a), self.height, f"{self.where}: the normal")
         for i, row in enumerate(self.A):
             if row != a:
                 raise Rejected(f"{self.where}.A: rows 0, {i}: the neurons do not share a normal")
@@ -139,7 +142,7 @@ def check_flow_v1(instance: Any, claim: Any, hints: Any) -> str:
         points = box_rows(instance["boxes"], "instance.boxes", None, d)
     n = len(points)
     time = exact(instance["time"], "instance.time")
-    total = sum((p.duration for p in pieces), _ZERO)
+    total = exact_sum([p.duration for p in pieces], "instance.schedule.pieces")
     if time != total:
         raise Rejected(f"instance.time: {show(str(time))} is not the duration {show(str(total))}")
     if not isinstance(claim, dict) or set(claim) not in ({"images"}, {"enclosures"}):

@@ -1,0 +1,339 @@
+"""Hostile certificate files (issue 11): each variant is built as a hostile author would write it
+(maximal precision, huge dyadic exponents, coprime giant denominators, maximal dimensions,
+deep and wide nesting, duplicate keys at scale) for every kind and rule, and checked in a fresh
+process of its own. Asserted: the verdict is REJECTED (with "resource limit" where the variant
+aims at a limit), one line, no traceback, and the time and peak memory stay inside the bounds
+that proofs/format.md section 1 ("Bounds of a check") promises, with a factor 10 of slack (these
+are bounds checks of a promise, not speed benchmarks).
+
+The default run builds every variant at a small scale (kilobytes to a few megabytes); the
+``fullscale`` marker (deselected by default, ``pytest -m fullscale``) builds them at the byte
+limit, minutes and gigabytes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from certified.checker import MAX_BYTES, MAX_TOKENS
+
+MB = 1024 * 1024
+# proofs/format.md section 1, "Bounds of a check": what a user may rely on
+PROMISED_SECONDS = lambda size: 30 + 2 * size / MB  # noqa: E731 (plus the rule's replay budget)
+PROMISED_MIB = lambda size: 400 + 16 * size / MB  # noqa: E731
+SLACK = 10
+
+# One worker process: reads each file, checks it in a forked child and reports the child's
+# wall-clock seconds and peak resident memory (ru_maxrss of the child, KiB on Linux).
+_WORKER = r"""
+import json, os, sys, time
+from certified.checker import check_file
+for path in sys.argv[1:]:
+    r, w = os.pipe()
+    t = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        v = check_file(path)
+        os.write(w, json.dumps([v.verified, v.reason]).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    _, status, usage = os.wait4(pid, 0)
+    verified, reason = json.loads(data) if data else (None, f"child status {status}")
+    print(json.dumps({"path": path, "verified": verified, "reason": reason,
+                      "seconds": time.perf_counter() - t, "mib": usage.ru_maxrss / 1024}))
+"""
+
+
+def check_in_children(paths: list[Path]) -> dict[str, dict]:
+    r = subprocess.run([sys.executable, "-c", _WORKER, *map(str, paths)],
+                       capture_output=True, text=True, timeout=7200)  # fmt: skip
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    return {Path(d["path"]).name: d for d in map(json.loads, r.stdout.splitlines())}
+
+
+# --- the hostile variants ----------------------------------------------------------------------
+# Each builder takes the target size in bytes and returns the file's bytes.
+
+
+def _giant(i: int, digits: int = 3990) -> str:
+    """1 / (10^digits + i): pairwise coprime-ish giant denominators (their lcm grows)."""
+    return f'"1/1{"0" * (digits - 6)}{i:06d}"'
+
+
+def _dyadics(size: int) -> str:
+    return ",".join(['"1*2^-10000"'] * max(2, size // 13))
+
+
+def _flow(points: str, pieces: str, d: int, method: str = "laminar-exact", extra: str = "",
+          claim: str = "images") -> bytes:  # fmt: skip
+    n = points.count("]")  # a claim of the right shape, so that the replay runs
+    one = "[" + ",".join(['"0"' if claim == "images" else '["0", "0"]'] * d) + "]"
+    claim = f'{{"{claim}": [{",".join([one] * n)}]}}'
+    return (f'{{"kind": "flow", "version": 1, "instance": {{"schedule": {{"dimension": {d}, '
+            f'"activation": "relu", "pieces": [{pieces}]}}, "points": [{points}], "time": "1"}},'
+            f' "claim": {claim}, "hints": {{"method": "{method}"{extra}}}}}').encode()  # fmt: skip
+
+
+def _laminar_piece(d: int, duration: str = '"1"') -> str:
+    row = ",".join(['"1"'] + ['"0"'] * (d - 1))
+    w = ",".join(f'["{"0" if k == 0 else "1"}"]' for k in range(d))
+    return f'{{"duration": {duration}, "W": [{w}], "A": [[{row}]], "b": ["1/3"]}}'
+
+
+def _measure(atoms: int, d: int, weight: Callable[[int], str], coord: str = '"1/2"') -> str:
+    pts = ",".join(["[" + ",".join([coord] * d) + "]"] * atoms)
+    return f'{{"points": [{pts}], "weights": [{",".join(weight(i) for i in range(atoms))}]}}'
+
+
+def reader_dyadic_exponents(size: int) -> bytes:  # 12 bytes that stand for 1250 bytes each
+    return _flow(",".join(f"[{x}]" for x in _dyadics(size).split(",")), _laminar_piece(1), 1)
+
+
+def reader_giant_digits(size: int) -> bytes:  # 4000-digit rationals with coprime denominators
+    n = max(8, size // 4000)
+    return _flow(",".join(f"[{_giant(i)}]" for i in range(n)), _laminar_piece(1), 1)
+
+
+def parser_deep_nesting(size: int) -> bytes:
+    return b"[" * min(size // 2, MAX_BYTES // 2 - 1) + b"]" * min(size // 2, MAX_BYTES // 2 - 1)
+
+
+def parser_wide_nesting(size: int) -> bytes:
+    n = min(size // 5, MAX_TOKENS // 3 - 4)  # three tokens [ [ , per element
+    return b'{"kind": "flow", "version": 1, "instance": [' + b"[[]]," * n + b'[]], "x": 1}'
+
+
+def parser_duplicate_keys(size: int) -> bytes:
+    n = max(2, min(size // 12, MAX_TOKENS - 8))
+    keys = ",".join(f'"k{i:x}": 0' for i in range(n))
+    return f'{{"kind": "flow", "version": 1, {keys}, "k0": 1}}'.encode()
+
+
+def parser_number_tokens(size: int) -> bytes:  # the most values per byte the limits allow
+    n = min(size // 2, MAX_TOKENS - 8)
+    return b'{"kind": "flow", "version": 1, "instance": [' + b"0," * n + b'0], "x": 1}'
+
+
+def flow_laminar_heights(size: int) -> bytes:  # every coordinate 4000 digits, many pieces
+    n = max(4, size // 8000)
+    pts = ",".join(f"[{_giant(i)}, {_giant(i + n)}]" for i in range(n))
+    return _flow(pts, ",".join([_laminar_piece(2, '"1/64"')] * 64), 2)
+
+
+def flow_laminar_dimension(size: int) -> bytes:  # the largest dimension the file can hold
+    d = max(8, size // 8)
+    pts = "[" + ",".join(['"1/3"'] * d) + "]"
+    return _flow(pts, _laminar_piece(d), d)
+
+
+def flow_relu_regions_precision(size: int) -> bytes:
+    n = max(4, size // 8000)
+    pts = ",".join(f"[{_giant(i)}, {_giant(i + n)}]" for i in range(n))
+    entry = '{"kind": "regions", "segments": [], "crossings": []}'
+    hp = ",".join(["[" + ",".join([entry] * 8) + "]"] * n)
+    extra = f', "order": 100, "precision": 4096, "grid": 64, "points": [{hp}]'
+    return _flow(pts, ",".join([_laminar_piece(2, '"1/8"')] * 8), 2, "relu-regions", extra,
+                 "enclosures")  # fmt: skip
+
+
+def flow_relu_vectorised_giant(size: int) -> bytes:
+    n = max(4, size // 8000)
+    pts = ",".join(f"[{_giant(i)}, {_giant(i + n)}]" for i in range(n))
+    return _flow(pts, _laminar_piece(2), 2, "relu-vectorised", "", "enclosures")
+
+
+def flow_taylor_precision(size: int) -> bytes:  # precision 4096, order 60, many steps
+    steps = max(64, size // 8)
+    field = ('{"dimension": 1, "parameters": [], "nodes": [["x", 0], ["sin", 0]], '
+             '"outputs": [1]}')  # fmt: skip
+    hints = (f'{{"method": "taylor-lohner", "order": 60, "jacobian_order": 60, '
+             f'"precision": 4096, "steps": [[{",".join([_giant(1)] * 2)}{",1" * steps}]], '
+             f'"boxes": []}}')  # fmt: skip
+    return (f'{{"kind": "flow", "version": 1, "instance": {{"field": {field}, "pieces": '
+            f'[{{"duration": "1", "parameters": []}}], "points": [["1/2"]], "time": "1"}}, '
+            f'"claim": {{"times": ["1"], "enclosures": [[[["0", "1"]]]]}}, "hints": {hints}}}'
+            ).encode()  # fmt: skip
+
+
+def separation_precision(size: int) -> bytes:
+    atoms = max(8, size // 40)
+    m = _measure(atoms, 1, lambda i: f'"1/{atoms}"')
+    return (f'{{"kind": "separation", "version": 1, "instance": {{"mu": {m}, "nu": {m}}}, '
+            f'"claim": {{"q": ["1/16"], "coordinate": 0, "mu": ["0", "1"], "nu": ["2", "3"]}}, '
+            f'"hints": {{"precision": 16384}}}}').encode()  # fmt: skip
+
+
+def _measure_kind(kind: str, body: Callable[[str], str], size: int) -> bytes:
+    m = _measure(max(16, size // 4000), 2, _giant)
+    return f'{{"kind": "{kind}", "version": 1, {body(m)}}}'.encode()
+
+
+def wasserstein_giant_weights(size: int) -> bytes:
+    return _measure_kind("wasserstein", lambda m: f'"instance": {{"mu": {m}, "nu": {m}, "q": 2}}, '
+                         '"claim": {}, "hints": {}', size)  # fmt: skip
+
+
+def wasserstein_dimension(size: int) -> bytes:  # coordinates with distinct denominators
+    d = max(64, size // 40)
+    pt = "[" + ",".join(f'"1/{1000003 + 2 * k}"' for k in range(d)) + "]"
+    m = f'{{"points": [{pt}, {pt}], "weights": ["1/2", "1/2"]}}'
+    return (f'{{"kind": "wasserstein", "version": 1, "instance": {{"mu": {m}, "nu": {m}, '
+            f'"q": 2}}, "claim": {{"lower_q": 0, "upper_q": 0, "lower": 0, "upper": 0}}, '
+            f'"hints": {{"coupling": [], "phi": [0, 0], "psi": [0, 0]}}}}').encode()  # fmt: skip
+
+
+def entropic_giant_weights(size: int) -> bytes:
+    return _measure_kind("entropic", lambda m: f'"instance": {{"mu": {m}, "nu": {m}, '
+                         '"gamma": "1/10", "q": 2, "quantity": "ot"}, "claim": {}, "hints": {}',
+                         size)  # fmt: skip
+
+
+def transport_to_cube_giant_weights(size: int) -> bytes:
+    return _measure_kind(
+        "transport-to-cube",
+        lambda m: (
+            f'"instance": {{"measure": {m}, '
+            '"width": 2, "epsilon": "1/5", "q": 1}, "claim": {}, "hints": {}'
+        ),
+        size,
+    )
+
+
+def lipschitz_h3_giant_weights(size: int) -> bytes:
+    return _measure_kind(
+        "lipschitz",
+        lambda m: (
+            '"instance": {"Q": [["1", "0"]], "K": [["1", '
+            '"0"]], "V": [["1", "0"], ["0", "1"]], "R": "1", "mu": '
+            + m
+            + ', "nu": '
+            + m
+            + '}, "claim": {"hypothesis": "H3", "verdict": '
+            '"VERIFIED", "lhs_upper": 0, "rhs_lower": 0}, "hints": {}'
+        ),
+        size,
+    )
+
+
+def lipschitz_refuted_dimension(size: int) -> bytes:  # exact elimination of a d x d matrix
+    d = max(8, min(256, int((size / 40) ** 0.5)))
+
+    def rows(val: Callable[[int, int], str]) -> str:
+        return "[" + ",".join("[" + ",".join(val(i, j) for j in range(d)) + "]"
+                              for i in range(d)) + "]"  # fmt: skip
+
+    V = rows(lambda i, j: f'"1/{i + j + 3}"' if i != j else f'"{7 * i + 5}"')
+    X = "[" + ",".join(['"0"'] * d) + "]"
+    return (f'{{"kind": "lipschitz", "version": 1, "instance": {{"Q": [{X}], "K": [{X}], '
+            f'"V": {V}, "R": "1", "X": [{X}]}}, "claim": {{"hypothesis": "H1", "verdict": '
+            f'"REFUTED", "lhs_lower": "1", "rhs_upper": "0", "X_prime": [[{"1/2"!r}' +
+            ',"0"' * (d - 1) + ']]}, "hints": {"precision": 4096, "norms": {"V": {"upper": '
+            '"1000000"}, "KtQ": {"upper": "0"}}}}').replace("'", '"').encode()  # fmt: skip
+
+
+def lipschitz_domain_precision(size: int) -> bytes:
+    n = max(4, min(64, int((size / 20) ** 0.5)))
+    X = "[" + ",".join(["[" + ",".join(['"1/7"'] * n) + "]"] * n) + "]"
+    return (f'{{"kind": "lipschitz-domain", "version": 1, "instance": {{"Q": {X}, "K": {X}, '
+            f'"V": {X}, "R": "1", "n": {n}}}, "claim": {{}}, "hints": {{"precision": 4096, '
+            f'"norms": {{}}}}}}').encode()  # fmt: skip
+
+
+def interpolation_giant(size: int) -> bytes:
+    n = max(4, size // 8000)
+    X = ",".join(f"[{_giant(i)}, {_giant(i + n)}]" for i in range(n))
+    piece = '{"duration": "1", "W": [["1"], ["-1"]], "A": [["1", "1"]], "b": ["1/3"]}'
+    return (f'{{"kind": "interpolation", "version": 1, "instance": {{"X": [{X}], "Y": [{X}], '
+            f'"schedule": {{"dimension": 2, "activation": "relu", "pieces": '
+            f'[{",".join([piece] * 8)}]}}}}, "claim": {{"result": "exact", '
+            f'"max_error_squared": "0", "switches": 0, "formula_switches": 0, '
+            f'"variant": "general"}}, "hints": {{"phases": [{{"pieces": [0, 8], '
+            f'"normal": ["1", "1"]}}]}}}}').encode()  # fmt: skip
+
+
+def gradient_precision(size: int) -> bytes:  # the kinds of other modules: reader-level bounds
+    pts = ",".join(f"[{_giant(i)}]" for i in range(max(4, size // 4000)))
+    return (f'{{"kind": "gradient", "version": 1, "instance": {{"points": [{pts}]}}, '
+            f'"claim": {{}}, "hints": {{"precision": 4096}}}}').encode()  # fmt: skip
+
+
+def transformer_cluster_giant(size: int) -> bytes:
+    pts = ",".join(f"[{_giant(i)}]" for i in range(max(4, size // 4000)))
+    return (f'{{"kind": "transformer-cluster", "version": 1, "instance": {{"points": [{pts}]}},'
+            f' "claim": {{}}, "hints": {{}}}}').encode()  # fmt: skip
+
+
+# name -> (builder, from which size the verdict must be a "resource limit" rejection)
+NEVER = 2 * MAX_BYTES
+VARIANTS: dict[str, tuple[Callable[[int], bytes], int]] = {
+    "reader_dyadic_exponents": (reader_dyadic_exponents, 0),
+    "reader_giant_digits": (reader_giant_digits, NEVER),
+    "parser_deep_nesting": (parser_deep_nesting, NEVER),
+    "parser_wide_nesting": (parser_wide_nesting, NEVER),
+    "parser_duplicate_keys": (parser_duplicate_keys, NEVER),
+    "parser_number_tokens": (parser_number_tokens, NEVER),
+    "flow_laminar_heights": (flow_laminar_heights, NEVER),
+    "flow_laminar_dimension": (flow_laminar_dimension, NEVER),
+    "flow_relu_regions_precision": (flow_relu_regions_precision, NEVER),
+    "flow_relu_vectorised_giant": (flow_relu_vectorised_giant, NEVER),
+    "flow_taylor_precision": (flow_taylor_precision, 0),
+    "separation_precision": (separation_precision, 0),
+    "wasserstein_giant_weights": (wasserstein_giant_weights, 0),
+    "wasserstein_dimension": (wasserstein_dimension, 0),
+    "entropic_giant_weights": (entropic_giant_weights, 0),
+    "transport_to_cube_giant_weights": (transport_to_cube_giant_weights, 0),
+    "lipschitz_h3_giant_weights": (lipschitz_h3_giant_weights, 0),
+    "lipschitz_refuted_dimension": (lipschitz_refuted_dimension, 0),
+    "lipschitz_domain_precision": (lipschitz_domain_precision, NEVER),
+    "interpolation_giant": (interpolation_giant, NEVER),
+    "gradient_precision": (gradient_precision, NEVER),
+    "transformer_cluster_giant": (transformer_cluster_giant, NEVER),
+}
+
+
+def _run(tmp_path: Path, size: int) -> None:
+    paths = []
+    for name, (build, _) in VARIANTS.items():
+        data = build(size)
+        assert len(data) <= MAX_BYTES, name
+        (path := tmp_path / f"{name}.json").write_bytes(data)
+        paths.append(path)
+    results = check_in_children(paths)
+    for name, (_, threshold) in VARIANTS.items():
+        r, size = results[f"{name}.json"], (tmp_path / f"{name}.json").stat().st_size
+        resource = size >= threshold
+        assert r["verified"] is False, (name, r)
+        assert "\n" not in r["reason"] and "Traceback" not in r["reason"], (name, r)
+        assert not resource or r["reason"].startswith("resource limit"), (name, r)
+        assert r["seconds"] <= SLACK * PROMISED_SECONDS(size), (name, r)
+        assert r["mib"] <= SLACK * PROMISED_MIB(size), (name, r)
+
+
+def test_hostile_variants_small(tmp_path):
+    _run(tmp_path, 256 * 1024)
+
+
+@pytest.mark.slow
+@pytest.mark.fullscale
+def test_hostile_variants_at_the_byte_limit(tmp_path):
+    _run(tmp_path, MAX_BYTES - 4096)
+
+
+if __name__ == "__main__":  # measure: python tests/checker/test_hostile_files.py SIZE DIR
+    size, out = int(sys.argv[1]), Path(sys.argv[2])
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, (build, _) in VARIANTS.items():
+        (p := out / f"{name}.json").write_bytes(build(size))
+        paths.append(p)
+    for name, r in check_in_children(paths).items():
+        print(f"{name:36s} {Path(out / name).stat().st_size / MB:8.2f} MB {r['seconds']:8.2f} s "
+              f"{r['mib']:8.0f} MiB {r['verified']} {r['reason'][:90]}")  # fmt: skip
