@@ -123,6 +123,8 @@ def softmax_intervals(S: Interval, w: Interval | None, mask: np.ndarray | None) 
     visible = None if mask is None else np.broadcast_to(mask, lo.shape)
     top = hi if visible is None else np.where(visible, hi, -np.inf)
     c = top.max(axis=1, keepdims=True)  # any exact shift: it cancels
+    if visible is not None:  # masked scores may be large: keep them out of exp (zeroed below)
+        S = Interval(np.where(visible, lo, c), np.where(visible, hi, c))
     a = iv.exp(S - c)
     if w is not None:
         a = a * w

@@ -59,7 +59,7 @@ def interval_spectral_upper(M: Interval, squarings: int = 6) -> float:
 
     Guarantee: upper bound (proofs/stack.md#spectral-power)."""
     mag = _mag(M)
-    best = _up(flint.arb(float(iv.isum(Interval(mag * mag)).hi)).sqrt())  # Frobenius
+    best = _up(flint.arb(float(iv.isum(iv.sqr(Interval(mag))).hi)).sqrt())  # Frobenius
     C = iv.matmul(M.T, M)
     s, k = 0, 1
     for _ in range(squarings + 1):
@@ -71,7 +71,9 @@ def interval_spectral_upper(M: Interval, squarings: int = 6) -> float:
         bound = (flint.arb(norm) * flint.arb(2) ** s).root(2 * k)
         best = min(best, _up(bound))
         e = int(np.floor(np.log2(norm)))
-        Cs = Interval(np.ldexp(C.lo, -e), np.ldexp(C.hi, -e))  # exact scaling by 2^-e
+        if abs(e) > 900:  # a scaling by 2^-e would leave the float64 range: stop here
+            break
+        Cs = C * np.ldexp(1.0, -e)  # outward-rounded (exact unless entries turn subnormal)
         C = iv.matmul(Cs, Cs)
         s, k = 2 * (s + e), 2 * k
     return best

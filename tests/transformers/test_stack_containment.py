@@ -209,3 +209,13 @@ def test_enclosures_are_narrow_on_an_ordinary_two_block_stack():
     boxes = certify_stack(parse_stack(model), tokens, prec=128)
     _check_box_layers(boxes, ref.reference_layers(model, tokens))
     assert max(hi - lo for row in boxes[-1] for lo, hi in row) < to_fmpq("1e-25")
+
+
+def test_masked_scores_never_reach_the_exponential():
+    # the hidden (future) tokens score 400 * 10 * 10 at query 0: exp would overflow float64
+    model = {"dimension": 1, "layers": [{"type": "attention", "mask": "causal",
+             "heads": [{"Q": [[20]], "K": [[20]], "V": [[1]]}]}]}  # fmt: skip
+    tokens = [[1], [10], [-3]]
+    layers = enclose_stack(parse_stack(model), tokens).layers
+    _check_interval_layers(layers, ref.reference_layers(model, tokens))
+    assert layers[-1].lo[0, 0] <= 2.0 <= layers[-1].hi[0, 0] < 2.0 + 1e-14  # x_0 + x_0
