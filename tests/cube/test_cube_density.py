@@ -305,6 +305,29 @@ def test_random_densities_are_certified(density, eps):
     assert run.bound <= flint.fmpq(*(int(t) for t in eps.split("/")))
 
 
+@st.composite
+def densities3(draw):
+    shape = tuple(draw(st.integers(1, 2)) for _ in range(3))
+    n = int(np.prod(shape))
+    weights = draw(st.lists(st.integers(0, 4), min_size=n, max_size=n))
+    if not any(weights):
+        weights[-1] = 1
+    grid = [
+        sorted(draw(st.sets(st.integers(-4, 4), min_size=m + 1, max_size=m + 1))) for m in shape
+    ]
+    masses = np.array([f"{w}/{sum(weights)}" for w in weights], dtype=object).reshape(shape)
+    return {"grid": grid, "masses": masses.tolist()}
+
+
+@settings(max_examples=6, deadline=None)
+@given(densities3(), st.integers(3, 6))
+def test_random_three_dimensional_densities_are_certified(density, width):
+    run = density_to_cube(read_box_density(density), width, "1/2")
+    v = check_certificate(json.loads(json.dumps(density_certificate(run))))
+    assert v.verified, v.reason
+    assert max(len(piece.b) for piece in run.schedule.pieces) <= width
+
+
 def test_a_wide_three_dimensional_grid_is_certified():
     density = {
         "grid": [[-0.516665, 0.205275, 0.376715], ["-158894", "482083", "911916"], [-3, -2, 0]],
