@@ -336,3 +336,39 @@ def test_a_wide_three_dimensional_grid_is_certified():
     run = density_to_cube(read_box_density(density), 4, "1/2")
     v = check_certificate(json.loads(json.dumps(density_certificate(run))))
     assert v.verified, v.reason
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_the_rule_encloses_a_scaling_exactly_at_50_digits(sign):
+    """One scaling x_0' = lam (s (x_0 - 1/2))_+ with s = +-1 (expanding: lam s = 1/2 on the active
+    side), one cell C = G = [0,1]^2: the image of the active half reaches 1/2 + s e^{1/2}/2 ... ,
+    S = max over B of (y - 1/2)^2 + 1/12 per axis; the rule accepts sqrt(S) + 1e-12, rejects
+    sqrt(S) - 1e-12 (50-digit reference)."""
+    with mpmath.workdps(50):
+        far = mpmath.exp(mpmath.mpf(1) / 2) / 2  # |image of the active end - 1/2|
+        S = far**2 + mpmath.mpf(1) / 12 + mpmath.mpf(1) / 4 + mpmath.mpf(1) / 12
+        root = mpmath.sqrt(S)
+    piece = {"duration": 1, "W": [["1/2" if sign > 0 else "-1/2"], [0]], "A": [[sign, 0]]}
+    piece["b"] = ["-1/2" if sign > 0 else "1/2"]
+    cert = {
+        "kind": "transport-to-cube",
+        "version": 1,
+        "instance": {
+            "density": {"grid": [[0, 1], [0, 1]], "masses": [[1]]},
+            "width": 2,
+            "epsilon": 2,
+            "q": 1,
+        },
+        "claim": {
+            "schedule": {"dimension": 2, "activation": "relu", "pieces": [piece]},
+            "bound": None,
+            "switches": 0,
+        },
+        "hints": {"cells": "cell"},
+    }
+    for delta, accepted in ((10**-12, True), (-(10**-12), False)):
+        with mpmath.workdps(50):
+            b = flint.fmpq(int(mpmath.nint((root + delta) * 10**30)), 10**30)
+        cert["claim"]["bound"] = f"{b.p}/{b.q}"
+        v = check_certificate(cert)
+        assert v.verified == accepted, (sign, delta, v.reason)
