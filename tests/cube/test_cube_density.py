@@ -5,6 +5,7 @@ consistent with the bound; every tampering rejected with its reason; bad input r
 
 import copy
 import json
+import math
 
 import flint
 import mpmath
@@ -372,3 +373,29 @@ def test_the_rule_encloses_a_scaling_exactly_at_50_digits(sign):
         cert["claim"]["bound"] = f"{b.p}/{b.q}"
         v = check_certificate(cert)
         assert v.verified == accepted, (sign, delta, v.reason)
+
+
+def test_the_rule_encloses_a_shear_exactly():
+    """x_1' = (x_0 - 1/2)_+ for time 1 on C = G = [0,1]^2: B = [0,1] x [0, 3/2], so
+    S = (1/4 + 1/12) + (1 + 1/12) = 17/12 exactly: bound^2 >= 17/12 accepted, below rejected."""
+    piece = {"duration": 1, "W": [[0], [1]], "A": [[1, 0]], "b": ["-1/2"]}
+    cert = {
+        "kind": "transport-to-cube",
+        "version": 1,
+        "instance": {
+            "density": {"grid": [[0, 1], [0, 1]], "masses": [[1]]},
+            "width": 2,
+            "epsilon": 2,
+            "q": 1,
+        },
+        "claim": {
+            "schedule": {"dimension": 2, "activation": "relu", "pieces": [piece]},
+            "bound": None,
+            "switches": 0,
+        },
+        "hints": {"cells": "cell"},
+    }
+    s = math.isqrt(17 * 10**40 // 12)  # s^2 <= 17/12 10^40 < (s + 1)^2
+    for b, accepted in ((flint.fmpq(s + 1, 10**20), True), (flint.fmpq(s, 10**20), False)):
+        cert["claim"]["bound"] = f"{b.p}/{b.q}"
+        assert check_certificate(cert).verified == accepted
