@@ -219,7 +219,7 @@ def _classify(piece: Piece, d: int) -> tuple:
 
 
 def _shear(piece: Piece, j: int, lo: flint.fmpq, hi: flint.fmpq) -> list[tuple]:
-    """Per coordinate, exact min and max of tau g(x_j) over [lo, hi] (g piecewise linear)."""
+    """Per coordinate, exact min and max of tau g(x_j) over [lo, hi] (cube.md section 6.3)."""
     d, p = len(piece.W), len(piece.b)
     ts = {lo, hi} | {
         -b / a[j] for a, b in zip(piece.A, piece.b, strict=True) if lo < -b / a[j] < hi
@@ -231,6 +231,7 @@ def _shear(piece: Piece, j: int, lo: flint.fmpq, hi: flint.fmpq) -> list[tuple]:
 
 
 def _image(c: flint.fmpq, s: flint.fmpq, E: arb, x: flint.fmpq, up: int) -> flint.fmpq:
+    """phi(x) rounded outward: x where s (x - c) <= 0, else c + (x - c) E (cube.md 6.3)."""
     if s * (x - c) <= 0:
         return x
     return _grid_ends(c + (x - c) * E)[up]

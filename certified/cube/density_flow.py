@@ -55,7 +55,10 @@ _PREC = 256  # bits of the producer's positions (mpmath)
 
 @dataclass(frozen=True)
 class DensityCell:
-    """A leaf: source box ``C`` (exact), target box ``G`` (exact), μ₀(C) = vol(G)."""
+    """A leaf: source box ``C`` (exact), target box ``G`` (exact), μ₀(C) = vol(G); ``buffer``:
+    a thin cell around a ramp of the shears, whose image is loose.
+
+    Guarantee: none by itself (the checker recomputes μ₀(C) and encloses the image)."""
 
     source_lo: tuple
     source_hi: tuple
