@@ -41,7 +41,7 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
         starts = box_rows(instance["boxes"], "instance.boxes", None, d)
     n = len(starts)
     time = exact(instance["time"], "instance.time")
-    if time != sum((p[0] for p in pieces), flint.fmpq(0)):
+    if time != _parse.exact_sum([p[0] for p in pieces], "instance.pieces"):
         raise Rejected("instance.time: differs from the total duration of the pieces")
     fields(claim, "claim", ("times", "enclosures"))
     times = exact_row(array(claim["times"], "claim.times"), "claim.times")
@@ -60,6 +60,11 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
     raw_steps = array(hints["steps"], "hints.steps", len(pieces))
     steps = [_parse.vector(s, f"hints.steps[{j}]") for j, s in enumerate(raw_steps)]
     total = sum(len(s) for s in steps)
+    for j, s in enumerate(steps):  # the replay's sums of the steps: bounded heights
+        _parse.exact_sum(s, f"hints.steps[{j}]")
+    # each set and step converts every constant node to a ball (4 times, lohner.lohner_step)
+    big = [_parse.words(c[1].height_bits()) for c in field.nodes if c[0] == "c"]
+    _parse.charge(4 * n * total * sum(w for w in big if w > 8), 0, "instance.field")
     orders = [[m] * len(s) for s in steps]  # per step: the variational order (at most m)
     if "jacobian_orders" in hints:
         raw = array(hints["jacobian_orders"], "hints.jacobian_orders", len(pieces))
