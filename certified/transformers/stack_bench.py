@@ -5,7 +5,7 @@ The issue's size: 12 layers, d = 16, 4 heads (k = 4, scale 1/2), n = 32 tokens, 
 N(0, 1/fan-in) ("ordinary scale"), tokens N(0, 1). Two stacks: 12 residual attention layers,
 and 12 pre-LN blocks (layer norm, attention, layer norm, ReLU MLP of width 64). Two engines
 each: float64 intervals (:func:`enclose_stack`) and balls (:func:`certify_stack`, the boxes of
-the certificate) at the first of 64, 128, 256, 512 bits whose widest output box is
+the certificate) at the first of 64, 128, 192, 256, 384, 512 bits whose widest output box is
 <= 1e-10. The float64 interval engine over-estimates the propagation of widths by the
 entrywise absolute Jacobian of every layer (proofs/stack.md#precision), so on these stacks
 its widths exceed 1e-10: the ball engine is the one that meets the width, at a higher ratio.
@@ -70,7 +70,7 @@ def _pair(name: str, model: dict, X: np.ndarray, repeats: int) -> list[Benchmark
                                                 "width_target": TARGET_WIDTH}))  # fmt: skip
     from certified.errors import CertifiedError
 
-    for prec in (64, 128, 256, 512):
+    for prec in (64, 128, 192, 256, 384, 512):
         try:
             boxes = certify_stack(stack, X, prec=prec, exact=False)
         except CertifiedError:  # too wide at this precision (overflow, layer norm near 0)

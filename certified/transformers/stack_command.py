@@ -21,7 +21,7 @@ from pathlib import Path
 
 __all__ = ["add_arguments", "run"]
 
-AUTO_PRECISIONS = (64, 128, 256, 512, 1024)
+AUTO_PRECISIONS = (64, 128, 192, 256, 384, 512, 1024)
 TARGET_WIDTH = 1e-10
 
 
