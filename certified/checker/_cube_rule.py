@@ -172,27 +172,21 @@ def _leaves(tree: Any, grid: list) -> list[tuple[list, list]]:
 
 
 def _grid_ends(y: arb) -> tuple[flint.fmpq, flint.fmpq]:
-    """Multiples of 2^-_GRID below and above the ball y (finite, |y| < 2^64)."""
+    """Multiples of 2^-_GRID below and above the ball y (finite, |y| < 2^64): the floor and
+    ceiling of its exact end points times 2^_GRID (a power of two: exact at any precision)."""
     if not (y.is_finite() and abs(y) < 2**64):
         raise Rejected("claim.schedule: an image leaves [-2^64, 2^64]")
-    ends = []
-    for e, up in ((y.lower(), False), (y.upper(), True)):
-        m, x = (int(v) for v in e.man_exp())  # e = m 2^x exactly
-        shift = x + _GRID
-        if shift >= 0:
-            ends.append(flint.fmpq(m << shift, 2**_GRID))
-        else:  # floor (lower end) or ceiling (upper end) of m 2^shift
-            ends.append(flint.fmpq(-((-m) >> -shift) if up else m >> -shift, 2**_GRID))
-    return ends[0], ends[1]
+    lo, hi = (y.lower() * 2**_GRID).floor(), (y.upper() * 2**_GRID).ceil()
+    return flint.fmpq(lo.unique_fmpz(), 2**_GRID), flint.fmpq(hi.unique_fmpz(), 2**_GRID)
 
 
-def _outward(x: flint.fmpq, up: int) -> flint.fmpq:
-    """x, or when its denominator exceeds 2^_GRID the next multiple of 2^-_GRID outward (keeps
-    heights bounded over many shears)."""
-    if x.q <= 2**_GRID:
-        return x
-    n = (x * 2**_GRID).floor()
-    return flint.fmpq(n + up, 2**_GRID)
+def _moved(iv: tuple, shift: tuple) -> tuple:
+    """iv + shift, each end rounded outward to a multiple of 2^-_GRID when its denominator
+    exceeds 2^_GRID (keeps heights bounded over many shears)."""
+    out = []
+    for x, up in ((iv[0] + shift[0], 0), (iv[1] + shift[1], 1)):
+        out.append(x if x.q <= 2**_GRID else flint.fmpq((x * 2**_GRID).floor() + up, 2**_GRID))
+    return tuple(out)
 
 
 def _classify(piece: Piece, d: int) -> tuple:
@@ -267,30 +261,32 @@ def check_cube_density(instance: Any, claim: Any, hints: Any) -> str:
     leaves = _leaves(hints["cells"], grid)
     if len(leaves) * len(pieces) > MAX_CUBE_COST:
         raise Rejected(f"hints.cells: {len(leaves)} cells x {len(pieces)} pieces is too many")
-    interned: dict = {}  # per coordinate, one interval object per cell; equal ones shared, so
-    cols = [[interned.setdefault(src[k], src[k]) for src, _ in leaves] for k in range(d)]
-    with flint.ctx.workprec(_PREC):  # that images are computed once per object (memos by id)
+    vals, idx = [], []  # per coordinate: the distinct intervals, and each cell's index into them
+    for k in range(d):
+        table: dict = {}
+        idx.append([table.setdefault(src[k], len(table)) for src, _ in leaves])
+        vals.append(list(table))
+    with flint.ctx.workprec(_PREC):  # a scaling maps distinct intervals; a shear re-indexes cells
         for piece in pieces:
             kind, how = _classify(piece, d)
             if kind == "scale":
                 for k, c, s, E in how:
-                    uniq = {id(iv): iv for iv in cols[k]}
-                    image = {key: (_image(c, s, E, lo, 0), _image(c, s, E, hi, 1))
-                             for key, (lo, hi) in uniq.items()}  # fmt: skip
-                    cols[k] = [image[id(iv)] for iv in cols[k]]
+                    vals[k] = [
+                        (_image(c, s, E, lo, 0), _image(c, s, E, hi, 1)) for lo, hi in vals[k]
+                    ]
                 continue
-            unique: dict = {}  # equal shifts as one object
-            uniq = {id(iv): iv for iv in cols[how]}
-            shift = {key: _shear(piece, how, *iv) for key, iv in uniq.items()}
-            shift = {key: unique.setdefault(t, t) for key, t in shift.items()}
-            sh = [shift[id(iv)] for iv in cols[how]]
+            table = {}  # distinct shifts
+            sid = [table.setdefault(_shear(piece, how, *iv), len(table)) for iv in vals[how]]
+            shifts = list(table)
             for m in range(d):
-                if any(t[m][0] or t[m][1] for t in unique):
-                    pairs = {(id(t), id(iv)): (t[m], iv) for t, iv in zip(sh, cols[m], strict=True)}
-                    moved = {key: (_outward(iv[0] + a, 0), _outward(iv[1] + b, 1))
-                             for key, ((a, b), iv) in pairs.items()}  # fmt: skip
-                    cols[m] = [moved[id(t), id(iv)] for t, iv in zip(sh, cols[m], strict=True)]
-    boxes = list(zip(*cols, strict=True))
+                if any(t[m][0] or t[m][1] for t in shifts):
+                    pairs: dict = {}
+                    idx[m] = [
+                        pairs.setdefault((sid[a], b), len(pairs))
+                        for a, b in zip(idx[how], idx[m], strict=True)
+                    ]
+                    vals[m] = [_moved(vals[m][b], shifts[a][m]) for a, b in pairs]
+    boxes = [[vals[k][idx[k][i]] for k in range(d)] for i in range(len(leaves))]
     total, budget = _ZERO, [MAX_CUBE_COST]
     for (src, tgt), box in zip(leaves, boxes, strict=True):
         volume, S = _ONE, _ZERO
