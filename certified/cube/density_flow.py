@@ -203,8 +203,7 @@ def _cells(tubes: _Tubes, U: list, K: int) -> tuple[list[DensityCell], Any]:
         if j == d:
             cells.append(DensityCell(tuple(s_lo), tuple(s_hi), tuple(t_lo), tuple(t_hi), False))
             return len(cells) - 1
-        bufs = buffers[j] if j < d - 1 else []
-        inside = [(a, b) for a, b in bufs]
+        inside = buffers[j] if j < d - 1 else []
         cuts = set(uniform)
         if j == d - 1:
             cuts |= tubes.interior_images(tau)
