@@ -5,7 +5,9 @@ points, their targets and the regulariser's weight eps; the hints the step lengt
 priori boxes of every point. The checker replays the flow and the C^1 enclosures with respect
 to the parameters (``sensitivity.replay_sensitivities``), the discrete adjoint and the loss
 (``sensitivity.loss_and_gradient``, proofs/training.md#gradient) and compares every claimed
-interval with its own. Kind ``training`` v1 (``check_training_v1``) is a list of such
+interval with its own; with ``hints.arithmetic`` "float64" (a priori factors, not boxes) it does
+so for all points at once in float64 intervals (``sensitivity64``, training.md#sensitivity64).
+Kind ``training`` v1 (``check_training_v1``) is a list of such
 instances along a descent trace, each loss replayed, each step's decrease certified."""
 
 from __future__ import annotations
@@ -21,13 +23,6 @@ from ._parse import Rejected, array, box_rows, exact, exact_row, fields, positiv
 from .lohner import MAX_TAYLOR_OPS
 from .sensitivity import loss_and_gradient, replay_sensitivities, sensitivity_cost
 from .taylor import ReplayError, parse_field
-
-
-def _float64():  # numpy: imported only by this arithmetic
-    from .ivec import to_arb
-    from .sensitivity64 import OPS64, cost64, loss_and_gradient64, replay_gradient64, supported64
-
-    return to_arb, OPS64, cost64, loss_and_gradient64, replay_gradient64, supported64
 
 
 def _pieces(instance: Any, n_names: int) -> list:
@@ -80,13 +75,14 @@ def replay_gradient(instance: Any, hints: Any, budget: list[int]) -> tuple:
     steps = [_parse.vector(s, f"hints.steps[{j}]") for j, s in enumerate(raw_steps)]
     total = sum(len(s) for s in steps)
     if arithmetic == "float64":  # all points at once in float64 intervals (sensitivity64)
-        to_arb, OPS64, cost64, loss_and_gradient64, replay_gradient64, supported64 = _float64()
-        if prec != 53 or loss is not None or not supported64(field) or prior != "apriori":
-            raise Rejected(
-                "hints.arithmetic: float64 needs precision 53, hints.apriori, the "
-                f"default loss and a field of the operations {', '.join(OPS64)}"
-            )
-        budget[0] -= cost64(field, n, total, K, m)
+        from . import ivec  # numpy: imported only for this arithmetic
+        from . import sensitivity64 as s64
+
+        if prec != 53 or loss is not None or not s64.supported64(field) or prior != "apriori":
+            ops = ", ".join(s64.OPS64)
+            raise Rejected("hints.arithmetic: float64 needs precision 53, hints.apriori, the "
+                           f"default loss and a field of the operations {ops}")  # fmt: skip
+        budget[0] -= s64.cost64(field, n, total, K, m)
     elif prior == "apriori":
         raise Rejected("hints.apriori: only with hints.arithmetic float64 (else hints.boxes)")
     else:
@@ -101,11 +97,12 @@ def replay_gradient(instance: Any, hints: Any, budget: list[int]) -> tuple:
             raise Rejected("hints.apriori: every factor must be in (0, 64]")
         with flint.ctx.workprec(53):
             try:
-                finals, mats = replay_gradient64(field, pieces, points, steps, apriori, K, m)
-                value, grads = loss_and_gradient64(finals, mats, targets, pieces, eps)
+                finals, mats = s64.replay_gradient64(field, pieces, points, steps, apriori, K, m)
+                value, grads = s64.loss_and_gradient64(finals, mats, targets, pieces, eps)
             except ReplayError as exc:
                 raise Rejected(f"hints: {exc}") from None
-            return to_arb(value)[0], [to_arb(g) for g in grads], (n, len(pieces), total, prec)
+            balls = [ivec.to_arb(g) for g in grads]
+            return ivec.to_arb(value)[0], balls, (n, len(pieces), total, prec)
     boxes = []
     for j, per_piece in enumerate(array(hints["boxes"], "hints.boxes", len(pieces))):
         per_step = array(per_piece, f"hints.boxes[{j}]", len(steps[j]))

@@ -29,6 +29,7 @@ __all__ = ["OPS64", "ThetaProgram", "cost64", "loss_and_gradient64", "replay_gra
 
 OPS64 = ("x", "p", "c", "add", "sub", "neg", "sum", "mul", "sqr", "exp", "tanh", "sigmoid")
 FACTORS = [2.0**k for k in range(-8, 7)]  # the a priori factors a producer tries, in order
+FORWARD_M = 3  # the Lohner step's variational order (the sets of points stay thin: J C r is tiny)
 
 
 def supported64(field) -> bool:
@@ -346,7 +347,7 @@ def replay_gradient64(field, pieces, points, steps, apriori, K: int, m: int):
                     for t, rho in enumerate(tries):
                         B = apriori64(tp.prog, theta, S, hb, float(rho))
                         try:
-                            new = lohner_step64(tp.prog, theta, S, h, B, K, m)
+                            new = lohner_step64(tp.prog, theta, S, h, B, K, min(m, FORWARD_M))
                             break
                         except ReplayError as exc:
                             if "Picard" not in str(exc) or t == len(tries) - 1:
