@@ -67,7 +67,7 @@ def _attention(obj: dict, where: str, d: int, n: int) -> tuple:
     residual = _flag(obj.get("residual", 1), f"{where}.residual")
     mask = obj.get("mask")
     if mask == "causal":
-        mask = [[j <= i for j in range(n)] for i in range(n)]
+        pass  # token i sees tokens 0..i (rows formed during the replay)
     elif mask is not None:
         rows = matrix(mask, f"{where}.mask", n, n)
         if any(v != 0 and v != 1 for r in rows for v in r):
@@ -146,6 +146,12 @@ def _softmax_row(s: list, w: list | None, visible: list | None) -> list:
     return [e[j] / total if j in e else flint.arb(0) for j in range(len(s))]
 
 
+def _visible(mask: Any, i: int, n: int) -> list | None:
+    if mask is None:
+        return None
+    return [j <= i for j in range(n)] if mask == "causal" else mask[i]
+
+
 def _relu(z: flint.arb) -> flint.arb:
     if z >= 0:
         return z
@@ -169,11 +175,8 @@ def _layer(layer: tuple, X: flint.arb_mat, w: list | None, index: int) -> flint.
         out = X if residual else flint.arb_mat(n, d)
         Xt = X.transpose()
         for A, G in blocks:
-            S = X * _mat(A.tolist()) * Xt
-            P = [
-                _softmax_row([S[i, j] for j in range(n)], w, None if mask is None else mask[i])
-                for i in range(n)
-            ]
+            S = (X * _mat(A.tolist()) * Xt).tolist()
+            P = [_softmax_row(S[i], w, _visible(mask, i, n)) for i in range(n)]
             out = out + flint.arb_mat(P) * (X * _mat(G.transpose().tolist()))
         return out
     if layer[0] == "mlp":

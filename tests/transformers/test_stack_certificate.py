@@ -108,3 +108,15 @@ def test_a_layer_norm_whose_variance_may_vanish_is_rejected():
     cert["instance"]["tokens"] = [["1", "1"]]  # equal coordinates: variance exactly 0
     verdict = check_certificate(cert)
     assert not verdict.verified and "variance" in verdict.reason
+
+
+def test_a_replay_beyond_the_cost_limit_is_rejected_before_it_starts(cert):
+    bad = copy.deepcopy(cert)
+    n = 3000  # two attention layers of 3000 tokens at 4096 bits: far beyond the limit
+    bad["instance"]["tokens"] = [["1", "0"]] * n
+    bad["instance"].pop("weights")
+    layers = bad["instance"]["model"]["layers"]
+    bad["instance"]["model"]["layers"] = [layers[3], layers[3]]
+    bad["hints"] = {"prec": 4096, "layers": []}
+    verdict = check_certificate(bad)
+    assert not verdict.verified and "cost limit" in verdict.reason
