@@ -18,6 +18,7 @@ from ._interpolation_rule import replay_phases
 from ._parse import (
     Rejected,
     array,
+    charge,
     exact,
     exact_row,
     fields,
@@ -25,6 +26,7 @@ from ._parse import (
     positive,
     small_integer,
     string,
+    top,
     vector,
 )
 from .flow import Piece
@@ -271,10 +273,14 @@ def check_cube_density(instance: Any, claim: Any, hints: Any) -> str:
             kind, how = _classify(piece, d)
             if kind == "scale":
                 for k, c, s, E in how:
+                    charge(2 * len(vals[k]), _PREC, "the scalings")  # a product an end
                     vals[k] = [
                         (_image(c, s, E, lo, 0), _image(c, s, E, hi, 1)) for lo, hi in vals[k]
                     ]
                 continue
+            bits = max(top(), 2 * _GRID)  # interval ends: file numbers plus dyadics of 2^-128
+            charge(len(vals[how]) * 3 * len(piece.b) * d, bits, "the shears")  # then indices:
+            charge(d * len(leaves), 0, "the shears")  # a word each
             table = {}  # distinct shifts
             sid = [table.setdefault(_shear(piece, how, *iv), len(table)) for iv in vals[how]]
             shifts = list(table)
@@ -288,6 +294,7 @@ def check_cube_density(instance: Any, claim: Any, hints: Any) -> str:
                     vals[m] = [_moved(vals[m][b], shifts[a][m]) for a, b in pairs]
     boxes = [[vals[k][idx[k][i]] for k in range(d)] for i in range(len(leaves))]
     total, budget = _ZERO, [MAX_CUBE_COST]
+    charge(4 * d * len(leaves), 0, "the cells' bounds")  # cells: at most one per 7 bytes
     for (src, tgt), box in zip(leaves, boxes, strict=True):
         volume, S = _ONE, _ZERO
         for (lo, hi), (a, b) in zip(box, tgt, strict=True):
