@@ -197,6 +197,7 @@ def _fan(problem, x0, T, ends, spans, piece_of_step, M, lo, hi):
     from certified.arith.exact import fmpq_to_float
     from certified.errors import CertifiedError
 
+    # proof: proofs/transformers_depth.md (the lemma and the growth factor)
     field = problem.field
     X = Interval.from_exact(x0)  # (1, D): the exact layer output, enclosed
     E = 0.0

@@ -76,6 +76,7 @@ def real_eigenvalues(Y: flint.fmpq_mat, prec: int = 128) -> list[tuple[flint.fmp
 
     Guarantee: encloses the k-th smallest eigenvalue.
     """
+    # proof: proofs/transformers_gaussian.md#eigenvalues (sorted endpoints of a bijection)
     for bits in (prec, 2 * prec, 4 * prec, 8 * prec):
         with precision(bits):
             A = flint.acb_mat(flint.arb_mat(Y))
@@ -102,6 +103,7 @@ def covariance_eigenvalues(
 
     Guarantee: encloses the k-th smallest eigenvalue of the enclosed covariance.
     """
+    # proof: proofs/transformers_gaussian.md#eigenvalues (Weyl)
     _, C = g.centre()
     r = g.cov_radius_frobenius(prec)
     return [(lo - r, hi + r) for lo, hi in real_eigenvalues(C, prec)]
@@ -156,6 +158,7 @@ def w2_to_target(
         w = gaussian_w2(c, Cl, target_mean, target_cov, prec=prec)
     except DomainError:
         return None
+    # proof: proofs/transformers_gaussian.md#w2 (triangle inequality, Bures <= Sylvester bound)
     dm2 = sum(((hi - lo) / 2) ** 2 for lo, hi in g.mean)
     rF = g.cov_radius_frobenius(prec)
     bures = rF / denom  # an upper bound: rF is one and denom a lower bound

@@ -161,6 +161,7 @@ def gaussian_field(d: int, heads: int = 1):
     from certified.fields.expr import GraphBuilder, total
     from certified.fields.field import VectorField
 
+    # proof: proofs/transformers_gaussian.md#reduction (proofs/gaussian_pde.py: tilt, continuity)
     names: list[str] = []
     for h in range(heads):
         names += [f"V{h}[{r}][{c}]" for r in range(d) for c in range(d)]
@@ -338,6 +339,8 @@ def _family(pde: GaussianPDE) -> str | None:
 
 def _inverse_rate(piece: GaussianPiece, family: str, d: int) -> flint.fmpq_mat:
     """``L = d/dt Sigma^{-1}`` on the piece (constant; proofs/transformers_gaussian.md §3)."""
+    # proof: proofs/transformers_gaussian.md#blow-up (and proofs/gaussian_pde.py: scalar_v,
+    # diagonal)
     L = flint.fmpq_mat(d, d)
     for h in piece.heads:
         A = flint.fmpq_mat(d, d, [flint.fmpq(x) for x in h.A.ravel()])
@@ -381,6 +384,7 @@ def blowup_time(pde: GaussianPDE, prec: int = 128) -> BlowUpTime | None:
     for piece in pde.pieces:
         L = _inverse_rate(piece, family, d)
         P_end = P + piece.duration * L
+        # proof: proofs/transformers_gaussian.md#blow-up
         if _is_pd(P_end):  # PD at both ends of the segment, hence on it (convexity)
             P, t = P_end, t + piece.duration
             continue
