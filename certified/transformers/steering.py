@@ -137,16 +137,22 @@ def plan_steering(
         todo.sort(key=lambda i: _angle(pos[i], Y[dest[i]]))
         moves: list[tuple[GatedPull, float]] = []
         new_pos = pos.copy()
+        busy = np.zeros(M, dtype=bool)  # moved this round, or carried by a final pull
         for i in todo:
+            if busy[i]:
+                continue
             p, y = pos[i], Y[dest[i]]
-            same = np.all(Y[dest] == y, axis=1) & parked
             mask = np.ones(M, dtype=bool)
             mask[i] = False
-            final = _hop(p, y, pos[mask & ~same], moves, s_final, i)
+            final = _final_pull(i, pos, dest, Y, busy, moves, s_final)
             if final is not None:
-                moves.append(final)
-                new_pos[i] = _rotate(p, y, s_final)
-                parked[i] = True
+                pull, r_path, group = final
+                moves.append((pull, r_path))
+                for j in group:
+                    s_j = min(float(np.dot(pos[j], y)), 1 - 1e-16)
+                    s_new = math.tanh(math.atanh(s_j) + pull.k)
+                    new_pos[j] = _rotate(pos[j], y, s_new)
+                    parked[j] = busy[j] = True
                 stalls[i] = 0
                 continue
             hop = _best_hop(p, y, pos[mask], moves, i, rng, stalls[i])
@@ -154,6 +160,7 @@ def plan_steering(
                 stalls[i] += 1
                 continue
             stalls[i] = 0
+            busy[i] = True
             moves.append((hop[0], hop[1]))
             new_pos[i] = _rotate(p, hop[0].q, hop[2])
         if not moves:
@@ -163,6 +170,25 @@ def plan_steering(
         pos = new_pos
     i = next(i for i in range(M) if not parked[i])
     return SteeringPlan(rounds, pos, f"atom {i} not parked after {max_rounds} rounds")
+
+
+def _final_pull(i, pos, dest, Y, busy, moves, s_final):
+    """The last hop of atom i: a cap around its target y holding i and the other free atoms
+    bound for y that are at least as near (they ride along), nothing else; the speed is set
+    for the farthest of them. Returns (pull, path radius, group) or None."""
+    y = Y[dest[i]]
+    s = pos @ y
+    free = np.flatnonzero(np.all(Y[dest] == y, axis=1) & ~busy)
+    group = sorted(free, key=lambda j: -s[j])
+    while group and i in group:
+        mask = np.ones(len(pos), dtype=bool)
+        mask[group] = False
+        weakest = group[-1]
+        hop = _hop(pos[weakest], y, pos[mask], moves, s_final, weakest)
+        if hop is not None:
+            return hop[0], hop[1], group
+        group = group[:-1]
+    return None
 
 
 def _stuck(i: int, pos: np.ndarray, dest: np.ndarray, Y: np.ndarray) -> str:
