@@ -15,9 +15,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         help='depth-limit: JSON {"pieces": [{"duration", "V", "B" | "heads", ...}], '
-        '"geometry"?, "normalisation"?} (the instance format without tokens)',
+        '"geometry"?, "normalisation"?} (the instance format without tokens); stack: the '
+        "stack model (proofs/stack.md)",
     )
-    parser.add_argument("--tokens", help="depth-limit: tokens, .csv (one per row) or .json")
+    parser.add_argument("--tokens", help="depth-limit, stack: tokens, .csv (one per row) or .json")
     parser.add_argument(
         "--max-depth", type=int, default=1024, help="depth-limit: largest T (a power of 2)"
     )

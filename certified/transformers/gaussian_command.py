@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         '"target"?} (certified/transformers/gaussian_pde.py)',
     )
     parser.add_argument("--time", help="gaussian-pde: final time T > 0 (exact)")
-    parser.add_argument("--prec", type=int, help="gaussian-pde: working precision in bits")
+    parser.add_argument("--prec", type=int, help="gaussian-pde, stack: working precision in bits")
 
 
 def _digits(prec: int) -> int:
