@@ -20,9 +20,10 @@ B = [[0, 0], [0, "3/4"]]  # reads the second coordinate only
 MODEL = {"geometry": "euclidean", "pieces": [{"duration": 1, "V": V, "B": B}]}
 
 
-def _exact_gaps(depths):
+def _exact_gaps(depths, pieces=((1, "1/2", "-1/3"),)):
     """z (second coordinates) is frozen, so the weights P are constant and y' = v11 P y +
-    v12 P z: the layers are (I + L/T)^T and the flow e^L on the augmented state (y, 1)."""
+    v12 P z: on each piece (duration, v11, v12) the layers are (I + tau L/T)^T and the flow
+    e^{tau L} on the augmented state (y, 1)."""
     q = [[mp.mpf(mp.fraction(*map(int, (s + "/1").split("/")[:2]))) for s in t] for t in TOKENS]
     n = len(q)
     z = [t[1] for t in q]
@@ -32,19 +33,29 @@ def _exact_gaps(depths):
         e = [mp.exp(b * z[i] * z[j]) for j in range(n)]
         for j in range(n):
             P[i, j] = e[j] / sum(e)
-    Laug = mp.matrix(n + 1, n + 1)
-    for i in range(n):
-        for j in range(n):
-            Laug[i, j] = P[i, j] / 2
-            Laug[i, n] += -P[i, j] * z[j] / 3
+
+    def generator(tau, v11, v12):
+        L = mp.matrix(n + 1, n + 1)
+        for i in range(n):
+            for j in range(n):
+                L[i, j] = tau * v11 * P[i, j]
+                L[i, n] += tau * v12 * P[i, j] * z[j]
+        return L
+
+    gens = [generator(mp.mpf(mp.fraction(*map(int, (str(t) + "/1").split("/")[:2]))),
+                      *(mp.mpf(mp.fraction(*map(int, (str(x) + "/1").split("/")[:2])))
+                        for x in (a, b))) for t, a, b in pieces]  # fmt: skip
     y0 = mp.matrix([t[0] for t in q] + [1])
-    flow = mp.expm(Laug) * y0
+    flow = y0
+    for L in gens:
+        flow = mp.expm(L) * flow
     out = {}
     for T in depths:
         y = y0
-        step = mp.eye(n + 1) + Laug / T
-        for _ in range(T):
-            y = step * y
+        for L in gens:
+            step = mp.eye(n + 1) + L / T
+            for _ in range(T):
+                y = step * y
         out[T] = max(abs(y[i] - flow[i]) for i in range(n))
     return out
 
@@ -70,6 +81,19 @@ def test_bound_shrinks_like_one_over_t(table):
     assert all(b2 < b1 for b1, b2 in itertools.pairwise(bounds))
     assert -1.1 < table.rate < -0.9
     assert all(r.layers * r.bound <= table.constant for r in table.rows if r.layers >= 4)
+
+
+def test_piecewise_parameters(tmp_path):
+    """Two pieces (durations 1/2 and 3/4, different V): the fan continues across the switch."""
+    V2 = [["-1/3", "1/2"], [0, 0]]
+    model = {"geometry": "euclidean", "pieces": [{"duration": "1/2", "V": V, "B": B},
+                                                 {"duration": "3/4", "V": V2, "B": B}]}  # fmt: skip
+    (tmp_path / "m.json").write_text(json.dumps(model))
+    (tmp_path / "x.json").write_text(json.dumps({"X": TOKENS}))
+    table = depth_gap_table(read_model(tmp_path / "m.json", tmp_path / "x.json"), max_depth=16)
+    exact = _exact_gaps([1, 2, 4, 8, 16], (("1/2", "1/2", "-1/3"), ("3/4", "-1/3", "1/2")))
+    for r in table.rows:
+        assert r.bound is not None and exact[r.layers] <= r.bound <= 20 * exact[r.layers]
 
 
 def test_cli_table_json(tmp_path, capsys):
