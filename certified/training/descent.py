@@ -58,8 +58,10 @@ def certified_descent(
     eps: Any = 0,
     prec: int = 53,
     order: int | None = None,
+    method: str = "replay",
 ) -> DescentTrace:
-    """Gradient descent with a certified decrease of J at every step (at most ``steps``).
+    """Gradient descent with a certified decrease of J at every step (at most ``steps``);
+    ``method`` as for :func:`~certified.training.gradient.certified_gradient`.
 
     Raises InputError for lr <= 0, steps < 1, and the errors of
     :func:`~certified.training.gradient.certified_gradient`.
@@ -81,14 +83,21 @@ def certified_descent(
         raise InputError(f"--steps: expected an integer >= 1, got {steps!r}")
     results = [
         certified_gradient(
-            model, points, targets, eps=eps, prec=prec, order=order, for_certificate=True
+            model,
+            points,
+            targets,
+            eps=eps,
+            prec=prec,
+            order=order,
+            for_certificate=True,
+            method=method,
         )
     ]
     stopped = "steps"
     for k in range(steps):
         current = results[-1]
         candidate = certified_gradient(
-            _step(current, lr), points, targets, eps=eps, prec=prec, order=order
+            _step(current, lr), points, targets, eps=eps, prec=prec, order=order, method=method
         )
         if not candidate.loss[1] < current.loss[0]:
             stopped = (

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--stationary: {tol} is not positive")
     schedule, X, Y = read_problem(args)
     trace = certified_descent(
-        schedule, X, Y, lr=args.lr, steps=args.steps, eps=args.eps, prec=args.prec
+        schedule, X, Y, lr=args.lr, steps=args.steps, eps=args.eps, prec=args.prec, method="auto"
     )
     final = trace.results[-1]
     norm = final.norm_upper()
