@@ -30,7 +30,8 @@ def _piece(value: Any, where: str, d: int, a: list, a_raw: list, terms: list) ->
     # a is given as strings (checked by the caller): equal JSON rows denote equal numbers
     if tau <= 0 or array(value["A"], f"{where}.A", p) != [a_raw] * p:
         raise Rejected(f"{where}: duration <= 0, or a row of A is not the phase normal (same text)")
-    _parse.charge(3 * p * d, _parse.top(), where)  # tau w, a . w, w beta
+    nz = p * d - sum(r.count("0") + r.count(0) for r in rows)  # tau w, a . w, w beta:
+    _parse.charge(2 * p * d + 3 * nz * _parse.words(_parse.top()), 0, where)  # nonzero w
     for i in range(p):
         w = [tau * W[r][i] for r in range(d)]
         if sum((x * y for x, y in zip(a, w, strict=True) if x), _ZERO) != 0:
@@ -110,7 +111,7 @@ def check_interpolation_v1(instance: Any, claim: Any, hints: Any) -> str:
     Y = matrix(instance["Y"], "instance.Y", N, d)
     phases = fields(hints, "hints", ("phases",))["phases"]
     X, parsed = replay_phases(X, instance["schedule"], phases, "instance.schedule")
-    _parse.charge(3 * N * d, max(map(_parse.height, X + Y)), "the errors")
+    _parse.charge(3 * N * d, max(q.height_bits() for r in X + Y for q in r), "the errors")
     err = max(
         sum(((x - y) * (x - y) for x, y in zip(u, v, strict=True)), _ZERO)
         for u, v in zip(X, Y, strict=True)

@@ -46,31 +46,23 @@ def show(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class _Meter:
-    __slots__ = ("bits", "top", "work")
-
-    def __init__(self, size: int) -> None:
-        self.bits, self.work, self.top = MAX_NUMBER_BITS + 8 * size, MAX_WORK + size, 128
-
-
-_METER: list[_Meter | None] = [None]  # None: not checking (producers' calls are not metered)
+_METER: list = [None]  # [bits, work, top] of the check under way (None: producers' calls)
 
 
 @contextlib.contextmanager
 def metered(size: int = MAX_BYTES) -> Iterator[None]:
     """A fresh meter for the block (one check of a file of ``size`` bytes)."""
-    previous, _METER[0] = _METER[0], _Meter(size)
+    previous, _METER[0] = _METER[0], [MAX_NUMBER_BITS + 8 * size, MAX_WORK + size, 128]
     try:
         yield
     finally:
         _METER[0] = previous
 
 
-def _charge_bits(bits: int, where: str) -> None:
-    meter = _METER[0]
-    if meter is not None:
-        meter.bits, meter.top = meter.bits - bits, max(meter.top, bits + 128)
-        if meter.bits < 0:
+def _charge_bits(bits: int, where: str, height: int) -> None:
+    if (meter := _METER[0]) is not None:
+        meter[0], meter[2] = meter[0] - bits, max(meter[2], height)
+        if meter[0] < 0:
             raise Rejected(f"resource limit: {where}: the numbers take too many bits for the file")
 
 
@@ -83,22 +75,16 @@ def words(bits: int) -> int:
 def charge(operations: int, bits: int, what: str) -> None:
     """Charge, before doing it, ``operations`` exact operations on numbers of at most ``bits``
     bits (or arb operations at that precision) to the meter; Rejected past MAX_WORK."""
-    meter = _METER[0]
-    if meter is not None:
-        meter.work -= operations * words(bits)
-        if meter.work < 0:
+    if (meter := _METER[0]) is not None:
+        meter[1] -= operations * words(bits)
+        if meter[1] < 0:
             raise Rejected(f"resource limit: {what}: beyond the work allowed for the file")
 
 
 def top() -> int:
     """A bound on the height of every number read so far in this check (uncharged numbers:
     at most 19 digits times 2^62; 128 if unmetered)."""
-    return 128 if _METER[0] is None else _METER[0].top
-
-
-def height(values: Any) -> int:
-    """The largest height (bits of numerator or denominator) of exact numbers."""
-    return max((v.height_bits() for v in values), default=0)
+    return 128 if _METER[0] is None else _METER[0][2]
 
 
 def exact_sum(values: list, what: str) -> flint.fmpq:
@@ -216,7 +202,7 @@ def _size(run: str) -> int:
 def _digits(run: str, where: str) -> int:
     if len(run) > MAX_DIGITS:
         raise Rejected(f"{where}: integer with more than {MAX_DIGITS} digits")
-    _charge_bits(_size(run), where)
+    _charge_bits(_size(run), where, len(run) * 10 // 3 + 4)
     return int(run)
 
 
@@ -257,7 +243,8 @@ def _quick(value: Any) -> flint.fmpq:
         if not mantissa & 1 or abs(e) > MAX_EXPONENT:
             raise _Slow
         if abs(e) > 62 or len(m[1]) > 19:
-            _charge_bits(_size(m[1]) + abs(e), "a dyadic")
+            h = len(m[1]) * 10 // 3 + 4
+            _charge_bits(_size(m[1]) + abs(e), "a dyadic", h + e if e > 0 else max(h, -e))
         two = _POW2.get(abs(e)) or _pow2(abs(e))
         return flint.fmpq(mantissa, two) if e < 0 else flint.fmpq(mantissa * two)
     if "/" in value:
@@ -265,7 +252,8 @@ def _quick(value: Any) -> flint.fmpq:
         if m is None:
             raise _Slow
         if len(value) > 38:
-            _charge_bits(_size(m[1]) + _size(m[2]), "a rational")
+            h = max(len(m[1]), len(m[2])) * 10 // 3 + 4
+            _charge_bits(_size(m[1]) + _size(m[2]), "a rational", h)
         q = flint.fmpz(m[2])
         r = flint.fmpq(flint.fmpz(m[1]), q)
         if q == 1 or r.q != q:  # "p/1", or not in lowest terms
@@ -274,7 +262,7 @@ def _quick(value: Any) -> flint.fmpq:
     if _INTEGER.fullmatch(value) is None or value == "-0":
         raise _Slow
     if len(value) > 19:
-        _charge_bits(_size(value), "an integer")
+        _charge_bits(_size(value), "an integer", len(value) * 10 // 3 + 4)
     return flint.fmpq(int(value))
 
 
@@ -293,7 +281,9 @@ def exact(value: Any, where: str) -> flint.fmpq:
     if isinstance(value, int):
         if not -_INT_BOUND < value < _INT_BOUND:
             raise Rejected(f"{where}: integer with more than {MAX_DIGITS} digits")
-        _charge_bits(0 if -(2**62) < value < 2**62 else value.bit_length(), where)
+        _charge_bits(
+            0 if -(2**62) < value < 2**62 else value.bit_length(), where, value.bit_length()
+        )
         return flint.fmpq(value)
     negative = value.startswith("-")
     # the three forms are told apart by their separator (one pattern tried per number)
@@ -317,7 +307,9 @@ def exact(value: Any, where: str) -> flint.fmpq:
         if mantissa % 2 == 0:
             raise Rejected(f"{where}: dyadic {show(value)} has an even mantissa; make it odd")
         e = int(m[2])
-        _charge_bits(abs(e) if abs(e) > 62 else 0, where)
+        _charge_bits(
+            abs(e) if abs(e) > 62 else 0, where, abs(e) + (len(m[1]) * 10 // 3 + 4) * (e > 0)
+        )
         two_e = _pow2(abs(e))
         magnitude = flint.fmpq(mantissa * two_e) if e >= 0 else flint.fmpq(mantissa, two_e)
     return -magnitude if negative else magnitude
