@@ -29,6 +29,7 @@ __all__ = ["OPS64", "ThetaProgram", "cost64", "loss_and_gradient64", "replay_gra
 
 OPS64 = ("x", "p", "c", "add", "sub", "neg", "sum", "mul", "sqr", "exp", "tanh", "sigmoid")
 FACTORS = [2.0**k for k in range(-8, 7)]  # the a priori factors a producer tries, in order
+MAX_CELLS = 10**8  # the coefficients of one step held at once (1.6 GB)
 FORWARD_M = 3  # the Lohner step's variational order (the sets of points stay thin: J C r is tiny)
 
 
@@ -332,6 +333,11 @@ def replay_gradient64(field, pieces, points, steps, apriori, K: int, m: int):
     check_fpu()
     with np.errstate(all="ignore"):  # non-finite values are rejected by checks, not warned
         tp = ThetaProgram(field)
+        series = sum(len(g[3]) for g in tp.prog.groups if g[0] in OPS64[7:])  # 4 series each
+        cells = (m + 1) * (len(tp.slots) + 4 * series) * 2 * len(points) * (1 + tp.d + tp.P)
+        if cells > MAX_CELLS:  # the stored coefficients of one step, 16 bytes a cell
+            raise ReplayError(f"resource limit: a step stores {cells:.2g} interval cells "
+                              f"(limit {MAX_CELLS:.2g}): fewer points per certificate")  # fmt: skip
         S = Sets.boxes([[(x, x) for x in row] for row in points])
         out, last = [], FACTORS[0]
         for j, (duration, values) in enumerate(pieces):
