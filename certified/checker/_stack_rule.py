@@ -24,7 +24,8 @@ from ._parse import (
     vector,
 )
 
-MAX_STACK_COST = 2 * 10**8  # ball operations of one replay (n^2 d per head, n d p per MLP, ...)
+MAX_STACK_COST = 2 * 10**8
+_ZERO = flint.arb(0)  # ball operations of one replay (n^2 d per head, n d p per MLP, ...)
 
 
 def _keys(value: Any, where: str, required: tuple, optional: tuple) -> dict:
@@ -138,14 +139,6 @@ def _model(obj: Any, n: int) -> tuple[int, list, int]:
 # --- the replay: one layer on ball tokens ----------------------------------------------------
 
 
-def _softmax_row(s: list, w: list | None, visible: list | None) -> list:
-    cols = [j for j in range(len(s)) if visible is None or visible[j]]
-    c = max((s[j].mid() for j in cols), key=float)  # an exact shift cancels
-    e = {j: (s[j] - c).exp() * (1 if w is None else w[j]) for j in cols}
-    total = sum(e.values(), flint.arb(0))
-    return [e[j] / total if j in e else flint.arb(0) for j in range(len(s))]
-
-
 def _visible(mask: Any, i: int, n: int) -> list | None:
     if mask is None:
         return None
@@ -171,13 +164,25 @@ def _activate(name: str, z: flint.arb) -> flint.arb:
 def _layer(layer: tuple, X: flint.arb_mat, w: list | None, index: int) -> flint.arb_mat:
     n, d = X.nrows(), X.ncols()
     if layer[0] == "attention":
+        # [x_i] + Σ_h (Σ_j w_j e_ij G x_j) / Σ_j w_j e_ij, e_ij = exp(x_iᵀ A x_j) if visible
         _, blocks, mask, residual = layer
         out = X if residual else flint.arb_mat(n, d)
         Xt = X.transpose()
+        ws = [flint.arb(1)] * n if w is None else w
+        Wd = flint.arb_mat(n, n)
+        for j in range(n):
+            Wd[j, j] = ws[j]
+        wcol = flint.arb_mat([[x] for x in ws])
         for A, G in blocks:
             S = (X * _mat(A.tolist()) * Xt).tolist()
-            P = [_softmax_row(S[i], w, _visible(mask, i, n)) for i in range(n)]
-            out = out + flint.arb_mat(P) * (X * _mat(G.transpose().tolist()))
+            E = []
+            for i in range(n):
+                vis = _visible(mask, i, n)
+                E.append([x.exp() if vis is None or vis[j] else _ZERO for j, x in enumerate(S[i])])
+            E = flint.arb_mat(E)
+            num = (E * (Wd * (X * _mat(G.transpose().tolist())))).tolist()
+            den = (E * wcol).tolist()
+            out = out + flint.arb_mat([[v / den[i][0] for v in num[i]] for i in range(n)])
         return out
     if layer[0] == "mlp":
         _, W1, b1, W2, b2, act, residual = layer

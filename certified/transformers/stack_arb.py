@@ -33,28 +33,41 @@ def _row(v: np.ndarray, n: int) -> flint.arb_mat:
     return flint.arb_mat([r] * n)
 
 
-def _shift(row: list) -> flint.arb:
-    # any exact shift cancels in the softmax: the largest midpoint keeps exponents <= ~0
-    return max((b.mid() for b in row), key=float)
+def _exponentials(row: list, visible: Any) -> list:
+    # exp(s_ij) without a shift: arb's exponents are unbounded, and a shift would cancel
+    if visible is None:
+        return [x.exp() for x in row]
+    return [x.exp() if v else _ZERO for x, v in zip(row, visible, strict=True)]
 
 
-def _softmax_row(s: list, w: list | None, visible: np.ndarray | None) -> list:
-    cols = range(len(s)) if visible is None else np.flatnonzero(visible)
-    c = _shift([s[j] for j in cols])
-    e = {j: (s[j] - c).exp() * (1 if w is None else w[j]) for j in cols}
-    total = sum(e.values(), flint.arb(0))
-    return [e[j] / total if j in e else flint.arb(0) for j in range(len(s))]
+_ZERO = flint.arb(0)
 
 
 def _attention(layer: AttentionLayer, X: flint.arb_mat, w, mask) -> flint.arb_mat:
+    """``[x_i] + Σ_h (Σ_j w_j e_ij G x_j) / (Σ_j w_j e_ij)``, ``e_ij = exp(x_iᵀ A x_j)`` on the
+    visible ``j`` (0 elsewhere): two ball-matrix products and a division per row and
+    coordinate (proofs/stack.md#softmax)."""
     n, d = X.nrows(), X.ncols()
     out = X if layer.residual else flint.arb_mat(n, d)
     Xt = X.transpose()
+    Wd, wcol = _weights(w, n)
     for A, Gt in _blocks(layer):
         S = (X * A * Xt).tolist()  # S[i][j] = x_iᵀ A x_j: key j at query i
-        P = [_softmax_row(S[i], w, None if mask is None else mask[i]) for i in range(n)]
-        out = out + flint.arb_mat(P) * (X * Gt)
+        E = flint.arb_mat([_exponentials(S[i], None if mask is None else mask[i])
+                           for i in range(n)])  # fmt: skip
+        num = (E * (Wd * (X * Gt))).tolist()
+        den = (E * wcol).tolist()
+        out = out + flint.arb_mat([[v / den[i][0] for v in num[i]] for i in range(n)])
     return out
+
+
+def _weights(w: list | None, n: int) -> tuple[flint.arb_mat, flint.arb_mat]:
+    """``diag(w)`` and the column ``w`` (identity and ones without weights)."""
+    ws = [flint.arb(1)] * n if w is None else w
+    diag = flint.arb_mat(n, n)
+    for j in range(n):
+        diag[j, j] = ws[j]
+    return diag, flint.arb_mat([[x] for x in ws])
 
 
 def _blocks(layer: AttentionLayer) -> list:
