@@ -13,14 +13,14 @@ the errata: the gate is open on the cap ``<z, x> > c``, closed outside). On the 
 point runs along the great circle to z with ``s = <z, x>`` obeying ``s' = k sigma(..) (1 - s^2)``
 (theorems.md §2, gated pull), so with the gate ~1 it is the constant pull
 ``s(t) = tanh(artanh s0 + k t)``, stopped at the chosen s by the choice of k; outside the cap
-the sigmoid gate is <= e^-30 (a leak, not an exact freeze: the certified flow accounts for
+the sigmoid gate is <= e^-20 (a leak, not an exact freeze: the certified flow accounts for
 it). A cap that holds exactly one atom moves that atom alone (gather + pull + stop of Prop 4.2);
 caps with disjoint influence regions act in the same piece (one neuron each), so a round of
 moves is one piece.
 
 Each atom is routed from its position to its target y through waypoints q: a hop is allowed
 when the atom is strictly the nearest point to q (a cap around q holds it and nothing else,
-with a margin in <q, .> converted into beta = 60 / margin); the last hop has q = y, where the
+with a margin in <q, .> converted into beta = 40 / margin); the last hop has q = y, where the
 atoms already parked at y may lie in the cap. Where no hop exists (an atom of another
 measure sits at the target, atoms of two measures coincide) the planner stops and says which
 atom and where.
@@ -35,7 +35,7 @@ import numpy as np
 
 __all__ = ["GatedPull", "SteeringPlan", "plan_steering"]
 
-_LEAK = 30.0  # beta * (margin in <q, x>) on each side of the threshold: gate <= e^-30 outside
+_LEAK = 20.0  # beta * (margin in <q, x>) on each side of the threshold: gate <= e^-20 outside
 _MIN_GAP = 1e-9  # smaller margins in <q, x> are refused (beta would exceed 6e10)
 _RATIO = 0.5  # least margin / (s_goal - s_p) of a hop: a few flow steps per hop
 
@@ -83,12 +83,17 @@ def _hop(p, q, others, moves, s_goal, atom):
     s_p = float(np.dot(q, p))
     r_path = _angle(q, p)
     s_out = float(np.max(others @ q)) if len(others) else -1.0
-    for m, r in moves:
-        s_out = max(s_out, _ball_max(q, m.q, r))
-        if _ball_max(m.q, q, r_path) > _outer(m):
-            return None  # this atom's path would enter the open part of another gate
+    if moves:
+        MQ = np.array([m.q for m, _ in moves])
+        radii = np.array([r for _, r in moves])
+        outer = np.array([_outer(m) for m, _ in moves])
+        between = np.arccos(np.clip(MQ @ q, -1.0, 1.0))
+        # this atom's path must stay where every other gate is closed, and theirs where ours is
+        if np.any(np.cos(np.maximum(0.0, between - r_path)) > outer):
+            return None
+        s_out = max(s_out, float(np.max(np.cos(np.maximum(0.0, between - radii)))))
     gap = s_p - s_out
-    # the Taylor steps of the flow scale like beta * (s_goal - s_p) / 30 = 2 (s_goal - s_p) / gap
+    # the Taylor steps of the flow grow like beta * (s_goal - s_p), i.e. (s_goal - s_p) / gap
     if gap < _MIN_GAP or s_goal <= s_p or gap < _RATIO * (s_goal - s_p):
         return None
     c = s_out + gap / 2
@@ -98,7 +103,7 @@ def _hop(p, q, others, moves, s_goal, atom):
 
 
 def _outer(m: GatedPull) -> float:
-    """The level of <q, x> below which the gate is <= e^-30."""
+    """The level of <q, x> below which the gate is <= e^-20."""
     return m.c - _LEAK / m.beta
 
 
