@@ -272,11 +272,17 @@ def check_cube_density(instance: Any, claim: Any, hints: Any) -> str:
         for piece in pieces:
             kind, how = _classify(piece, d)
             if kind == "scale":
-                for k, c, s, E in how:
-                    charge(2 * len(vals[k]), _PREC, "the scalings")  # a product an end
-                    vals[k] = [
-                        (_image(c, s, E, lo, 0), _image(c, s, E, hi, 1)) for lo, hi in vals[k]
+                for k, c, s, E in how:  # a comparison an interval, a product an active end
+                    charge(len(vals[k]), 0, "the scalings")
+                    on = [
+                        j
+                        for j, (lo, hi) in enumerate(vals[k])
+                        if s * (hi - c) > 0 or s * (lo - c) > 0
                     ]
+                    charge(2 * len(on), _PREC, "the scalings")
+                    for j in on:
+                        lo, hi = vals[k][j]
+                        vals[k][j] = (_image(c, s, E, lo, 0), _image(c, s, E, hi, 1))
                 continue
             bits = max(top(), 2 * _GRID)  # interval ends: file numbers plus dyadics of 2^-128
             charge(len(vals[how]) * 3 * len(piece.b) * d, bits, "the shears")  # then indices:
