@@ -26,14 +26,8 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
     start = "boxes" if isinstance(instance, dict) and "boxes" in instance else "points"
     fields(instance, "instance", ("field", "pieces", start, "time"))
     field = parse_field(instance["field"], "instance.field")
-    d, names = field.dimension, field.names
-    pieces = []
-    for j, p in enumerate(array(instance["pieces"], "instance.pieces")):
-        at = f"instance.pieces[{j}]"
-        fields(p, at, ("duration", "parameters"))
-        duration = positive(p["duration"], f"{at}.duration")
-        values = exact_row(array(p["parameters"], f"{at}.parameters", len(names), 0), at)
-        pieces.append((duration, values))
+    d = field.dimension
+    pieces = field_pieces(instance, len(field.names))
     if start == "points":
         points = _parse.matrix(instance["points"], "instance.points", None, d)
         starts = [[(x, x) for x in row] for row in points]
@@ -49,19 +43,10 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
         raise Rejected("claim.times: must increase strictly and end at instance.time")
     raw_claimed = array(claim["enclosures"], "claim.enclosures", len(times))
     claimed = [box_rows(e, f"claim.enclosures[{k}]", n, d) for k, e in enumerate(raw_claimed)]
-    prior = "apriori" if isinstance(hints, dict) and "apriori" in hints else "boxes"
-    keys = ("method", "order", "jacobian_order", "precision", "steps", prior)
-    optional = tuple(k for k in ("jacobian_orders", "arithmetic") if k in hints)
-    fields(hints, "hints", keys + optional)
-    _parse.string(hints["method"], "hints.method", ("taylor-lohner",))
-    K = small_integer(hints["order"], "hints.order", 2, 60)
-    m = small_integer(hints["jacobian_order"], "hints.jacobian_order", 1, K)
-    prec = small_integer(hints["precision"], "hints.precision", 53, 4096)
-    raw_steps = array(hints["steps"], "hints.steps", len(pieces))
-    steps = [_parse.vector(s, f"hints.steps[{j}]") for j, s in enumerate(raw_steps)]
+    prior, K, m, prec, steps, arithmetic = lohner_hints(
+        hints, len(pieces), "taylor-lohner", ("jacobian_orders", "arithmetic")
+    )
     total = sum(len(s) for s in steps)
-    for j, s in enumerate(steps):  # the replay's sums of the steps: bounded heights
-        _parse.exact_sum(s, f"hints.steps[{j}]")
     # each set and step converts every constant node to a ball (4 times, lohner.lohner_step)
     big = [_parse.words(c[1].height_bits()) for c in field.nodes if c[0] == "c"]
     _parse.charge(4 * n * total * sum(w for w in big if w > 8), 0, "instance.field")
@@ -73,7 +58,6 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
             orders[j] = [small_integer(q, f"{at}[{s}]", 1, m)
                          for s, q in enumerate(array(per_piece, at, len(steps[j])))]  # fmt: skip
     mean = sum(map(sum, orders)) / max(1, total)
-    arithmetic = _parse.string(hints.get("arithmetic", "arb"), "hints.arithmetic", ARITHMETIC)
     if arithmetic == "float64" and (prec != 53 or not supported(field)):
         raise Rejected("hints.arithmetic: float64 needs precision 53 and a field of the "
                        f"operations {', '.join(SUPPORTED)}")  # fmt: skip
@@ -82,24 +66,7 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
     search = SEARCH_COST if hints.get("apriori") == "search" else 1.0  # the factor search
     if replay_cost(field, n, total, K, mean, prec, arithmetic) * search > MAX_TAYLOR_OPS:
         raise Rejected(f"resource limit: the replay needs more than {MAX_TAYLOR_OPS} operations")
-    boxes, apriori = None, None  # per piece, step (and set): the a priori boxes, or factors
-    if prior == "apriori":
-        if arithmetic != "float64":
-            raise Rejected("hints.apriori: only with hints.arithmetic float64 (else hints.boxes)")
-        if hints["apriori"] == "search":  # the replay picks each factor (lohner64._step)
-            apriori = [[None] * len(s) for s in steps]
-        else:
-            raw = array(hints["apriori"], "hints.apriori", len(pieces))
-            apriori = [exact_row(array(r, f"hints.apriori[{j}]", len(steps[j])),
-                                 "hints.apriori") for j, r in enumerate(raw)]  # fmt: skip
-            if not all(0 < a <= 64 for row in apriori for a in row):
-                raise Rejected("hints.apriori: every factor must be in (0, 64]")
-    else:
-        boxes = []
-        for j, per_piece in enumerate(array(hints["boxes"], "hints.boxes", len(pieces))):
-            per_step = array(per_piece, f"hints.boxes[{j}]", len(steps[j]))
-            boxes.append([box_rows(b, f"hints.boxes[{j}][{s}]", n, d)
-                          for s, b in enumerate(per_step)])  # fmt: skip
+    boxes, apriori = a_priori_hints(hints, prior, arithmetic, steps, n, d)
     with flint.ctx.workprec(prec):
         balls = [(t, [flint.arb(v) for v in values]) for t, values in pieces]
         try:
@@ -114,3 +81,57 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
                 raise Rejected(f"claim.enclosures[{k}][{i}][{q}]: misses the replayed enclosure")
     what = f"{len(pieces)} pieces, {total} steps, order {K}, {len(field.nodes)} nodes"
     return f"rule taylor-lohner: {n} {start}, {what}"
+
+
+def field_pieces(instance: dict, n_names: int) -> list:
+    """``instance.pieces``: (duration > 0, one exact value per parameter) each."""
+    pieces = []
+    for j, p in enumerate(array(instance["pieces"], "instance.pieces")):
+        at = f"instance.pieces[{j}]"
+        fields(p, at, ("duration", "parameters"))
+        duration = positive(p["duration"], f"{at}.duration")
+        values = exact_row(array(p["parameters"], f"{at}.parameters", n_names, 0), at)
+        pieces.append((duration, values))
+    return pieces
+
+
+def lohner_hints(hints: Any, n_pieces: int, method: str, optional: tuple) -> tuple:
+    """The hints of a Taylor-Lohner replay (rules taylor-lohner and taylor-lohner-c1): which
+    a priori form ("apriori" or "boxes"), order K, variational order m, precision, the steps of
+    each piece (exact sums of bounded height) and the arithmetic; ``optional`` names the other
+    keys the rule allows (parsed by the rule)."""
+    prior = "apriori" if isinstance(hints, dict) and "apriori" in hints else "boxes"
+    keys = ("method", "order", "jacobian_order", "precision", "steps", prior)
+    fields(hints, "hints", keys + tuple(k for k in optional if k in hints))
+    _parse.string(hints["method"], "hints.method", (method,))
+    K = small_integer(hints["order"], "hints.order", 2, 60)
+    m = small_integer(hints["jacobian_order"], "hints.jacobian_order", 1, K)
+    prec = small_integer(hints["precision"], "hints.precision", 53, 4096)
+    raw_steps = array(hints["steps"], "hints.steps", n_pieces)
+    steps = [_parse.vector(s, f"hints.steps[{j}]") for j, s in enumerate(raw_steps)]
+    for j, s in enumerate(steps):  # the replay's sums of the steps: bounded heights
+        _parse.exact_sum(s, f"hints.steps[{j}]")
+    arithmetic = _parse.string(hints.get("arithmetic", "arb"), "hints.arithmetic", ARITHMETIC)
+    return prior, K, m, prec, steps, arithmetic
+
+
+def a_priori_hints(hints: dict, prior: str, arithmetic: str, steps: list, n: int, d: int):
+    """(boxes, factors): the a priori boxes of every set and step (arb), or one factor per step
+    (float64; None everywhere for "search": the replay picks them). Parsed after the budget."""
+    if prior == "apriori":
+        if arithmetic != "float64":
+            raise Rejected("hints.apriori: only with hints.arithmetic float64 (else hints.boxes)")
+        if hints["apriori"] == "search":  # the replay picks each factor (lohner64._step)
+            return None, [[None] * len(s) for s in steps]
+        raw = array(hints["apriori"], "hints.apriori", len(steps))
+        apriori = [exact_row(array(r, f"hints.apriori[{j}]", len(steps[j])), "hints.apriori")
+                   for j, r in enumerate(raw)]  # fmt: skip
+        if not all(0 < a <= 64 for row in apriori for a in row):
+            raise Rejected("hints.apriori: every factor must be in (0, 64]")
+        return None, apriori
+    boxes = []
+    for j, per_piece in enumerate(array(hints["boxes"], "hints.boxes", len(steps))):
+        per_step = array(per_piece, f"hints.boxes[{j}]", len(steps[j]))
+        boxes.append([box_rows(b, f"hints.boxes[{j}][{s}]", n, d)
+                      for s, b in enumerate(per_step)])  # fmt: skip
+    return boxes, None

@@ -18,21 +18,11 @@ from typing import Any
 import flint
 
 from . import _parse
-from ._field_rule import ARITHMETIC
-from ._parse import Rejected, array, box_rows, exact, exact_row, fields, positive, small_integer
-from .lohner import MAX_TAYLOR_OPS
+from ._field_rule import a_priori_hints, field_pieces, lohner_hints
+from ._parse import Rejected, array, exact, exact_row, fields, positive
+from .lohner import MAX_TAYLOR_OPS, SEARCH_COST
 from .sensitivity import loss_and_gradient, replay_sensitivities, sensitivity_cost
 from .taylor import ReplayError, parse_field
-
-
-def _pieces(instance: Any, n_names: int) -> list:
-    pieces = []
-    for j, p in enumerate(array(instance["pieces"], "instance.pieces")):
-        at = f"instance.pieces[{j}]"
-        fields(p, at, ("duration", "parameters"))
-        values = exact_row(array(p["parameters"], f"{at}.parameters", n_names, 0), at)
-        pieces.append((positive(p["duration"], f"{at}.duration"), values))
-    return pieces
 
 
 def _within(claimed: tuple, ball: flint.arb, where: str) -> None:
@@ -53,26 +43,20 @@ def replay_gradient(instance: Any, hints: Any, budget: list[int]) -> tuple:
         loss = parse_field(instance["loss"], "instance.loss")
         if loss.dimension != 2 * d or loss.names:
             raise Rejected(f"instance.loss: expected dimension {2 * d} and no parameters")
-    pieces = _pieces(instance, len(field.names))
+    pieces = field_pieces(instance, len(field.names))
     points = _parse.matrix(instance["points"], "instance.points", None, d)
     n = len(points)
     targets = _parse.matrix(instance["targets"], "instance.targets", n, d)
     eps = exact(instance["eps"], "instance.eps")
     if eps < 0:
         raise Rejected("instance.eps: must be >= 0")
-    if exact(instance["time"], "instance.time") != sum((p[0] for p in pieces), flint.fmpq(0)):
+    if exact(instance["time"], "instance.time") != _parse.exact_sum(
+        [p[0] for p in pieces], "instance.pieces"
+    ):
         raise Rejected("instance.time: differs from the total duration of the pieces")
-    prior = "apriori" if isinstance(hints, dict) and "apriori" in hints else "boxes"
-    keys = ("method", "order", "jacobian_order", "precision", "steps", prior)
-    opt = isinstance(hints, dict) and (prior == "apriori" or "arithmetic" in hints)
-    fields(hints, "hints", keys + ("arithmetic",) * opt)
-    _parse.string(hints["method"], "hints.method", ("taylor-lohner-c1",))
-    arithmetic = _parse.string(hints.get("arithmetic", "arb"), "hints.arithmetic", ARITHMETIC)
-    K = small_integer(hints["order"], "hints.order", 2, 60)
-    m = small_integer(hints["jacobian_order"], "hints.jacobian_order", 1, K)
-    prec = small_integer(hints["precision"], "hints.precision", 53, 4096)
-    raw_steps = array(hints["steps"], "hints.steps", len(pieces))
-    steps = [_parse.vector(s, f"hints.steps[{j}]") for j, s in enumerate(raw_steps)]
+    prior, K, m, prec, steps, arithmetic = lohner_hints(
+        hints, len(pieces), "taylor-lohner-c1", ("arithmetic",)
+    )
     total = sum(len(s) for s in steps)
     if arithmetic == "float64":  # all points at once in float64 intervals (sensitivity64)
         from . import ivec  # numpy: imported only for this arithmetic
@@ -82,19 +66,16 @@ def replay_gradient(instance: Any, hints: Any, budget: list[int]) -> tuple:
             ops = ", ".join(s64.OPS64)
             raise Rejected("hints.arithmetic: float64 needs precision 53, hints.apriori, the "
                            f"default loss and a field of the operations {ops}")  # fmt: skip
-        budget[0] -= s64.cost64(field, n, total, K, m)
+        search = SEARCH_COST if hints["apriori"] == "search" else 1.0  # the replay picks them
+        budget[0] -= int(s64.cost64(field, n, total, K, m) * search)
     elif prior == "apriori":
         raise Rejected("hints.apriori: only with hints.arithmetic float64 (else hints.boxes)")
     else:
         budget[0] -= sensitivity_cost(field, n, total, K, m, prec)
     if budget[0] < 0:
         raise Rejected(f"resource limit: the replay needs more than {MAX_TAYLOR_OPS} operations")
+    boxes, apriori = a_priori_hints(hints, prior, arithmetic, steps, n, d)
     if arithmetic == "float64":
-        raw = array(hints["apriori"], "hints.apriori", len(pieces))
-        apriori = [exact_row(array(r, f"hints.apriori[{j}]", len(steps[j])), "hints.apriori")
-                   for j, r in enumerate(raw)]  # fmt: skip
-        if not all(0 < a <= 64 for row in apriori for a in row):
-            raise Rejected("hints.apriori: every factor must be in (0, 64]")
         with flint.ctx.workprec(53):
             try:
                 finals, mats = s64.replay_gradient64(field, pieces, points, steps, apriori, K, m)
@@ -103,10 +84,6 @@ def replay_gradient(instance: Any, hints: Any, budget: list[int]) -> tuple:
                 raise Rejected(f"hints: {exc}") from None
             balls = [ivec.to_arb(g) for g in grads]
             return ivec.to_arb(value)[0], balls, (n, len(pieces), total, prec)
-    boxes = []
-    for j, per_piece in enumerate(array(hints["boxes"], "hints.boxes", len(pieces))):
-        per_step = array(per_piece, f"hints.boxes[{j}]", len(steps[j]))
-        boxes.append([box_rows(b, f"hints.boxes[{j}][{s}]", n, d) for s, b in enumerate(per_step)])
     with flint.ctx.workprec(prec):
         balls = [(t, [flint.arb(v) for v in values]) for t, values in pieces]
         try:
