@@ -19,8 +19,8 @@ import flint
 import numpy as np
 from flint import arb, fmpq
 
-from .ivec import Iv, check_fpu, dn, exp_points, from_arb, from_fmpq, matmul, up
-from .jets64 import Program
+from .ivec import Iv, check_fpu, dn, from_arb, from_fmpq, matmul, up
+from .jets64 import Program, _dual_mul, _monotone
 from .lohner64 import Sets, apriori64, lohner_step64
 from .taylor import ReplayError
 
@@ -94,13 +94,6 @@ def _gather(H: Iv, where: np.ndarray) -> Iv:
     return Iv(H.lo[where], H.hi[where])
 
 
-def _dmul(a: Iv, b: Iv) -> Iv:
-    """Products of duals ``[a0 b0, a0 b' + a' b0]`` along the last axis."""
-    out = a[..., :1] * b
-    out[..., 1:] = out[..., 1:] + a[..., 1:] * b[..., :1]
-    return out
-
-
 def _mr(x: Iv) -> tuple[np.ndarray, np.ndarray]:
     """Midpoints and radii (bounds.md#matmul: the radius covers both exact differences)."""
     m = x.lo + (x.hi - x.lo) * 0.5
@@ -157,23 +150,6 @@ def _conv(A: _Series, B: _Series, k: int, first: int = 0, weighted: bool = False
     out[..., 0] = val
     out.lo[..., 1:], out.hi[..., 1:] = dn(Ym - R), up(Ym + R)
     return out
-
-
-def _increasing(op: str, v: Iv) -> Iv:
-    """exp, tanh or the sigmoid over the intervals v, from ``exp_points`` at the end points."""
-    ends = []
-    for p in (v.lo, v.hi):
-        one = Iv(np.ones(p.shape), np.ones(p.shape))
-        if op == "exp":
-            ends.append(exp_points(p))
-        elif op == "tanh":  # 1 - 2 / (1 + exp(2p))
-            ends.append(one - Iv(2 * one.lo, 2 * one.hi) / (one + exp_points(2 * p)))
-        else:
-            ends.append(one / (one + exp_points(-p)))
-    lo, hi = ends[0].lo, ends[1].hi
-    if op != "exp":
-        lo, hi = np.maximum(lo, -1.0 if op == "tanh" else 0.0), np.minimum(hi, 1.0)
-    return Iv(lo, hi)
 
 
 def theta_jets(tp: ThetaProgram, theta: Iv, x0: Iv, seeds: Iv, order: int) -> list[Iv]:
@@ -269,13 +245,13 @@ def _group(tp, op, kind, idx, args, value, k, H, X, Z, mats, gi, cv, n, d) -> Iv
     if k == 0:  # exp, tanh, sigmoid: y' = a' u with u = y, 1 - y^2, y - y^2
         a0 = ser(0, 0)
         y = Iv(np.empty(a0.shape), np.empty(a0.shape))
-        y[..., 0] = y0 = _increasing(op, a0[..., 0])
+        y[..., 0] = y0 = _monotone(op, a0[..., 0])
         one = Iv(np.ones(y0.shape), np.ones(y0.shape))
         u0 = y0 if op == "exp" else one - y0 * y0 if op == "tanh" else y0 - y0 * y0
         y[..., 1:] = a0[..., 1:] * u0[..., None]
         own.push(y)
         if op != "exp":
-            u = _dmul(y, y)
+            u = _dual_mul(y, y)
             u = -u if op == "tanh" else y - u
             u[..., 0] = u0
             aux.push(u)
