@@ -399,13 +399,18 @@ def blowup_time(pde: GaussianPDE, prec: int = 128) -> BlowUpTime | None:
 def check_no_blowup(pde: GaussianPDE) -> BlowUpTime | None:
     """Raise :class:`BlowUpError` with the certified interval when the schedule reaches a
     closed-form blow-up; return the closed-form decision (or None). Guarantee: exact."""
+    from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
+
     from certified.arith.exact import approx_str
+
+    def dec(q, rounding) -> str:  # outward: the printed interval still contains t*
+        return str(Context(prec=15, rounding=rounding).divide(Decimal(int(q.p)), Decimal(int(q.q))))
 
     b = blowup_time(pde)
     if b is not None and b.blows_up:
         raise BlowUpError(
-            f"--time: the moment ODE blows up ({b.family}) at t* in [{approx_str(b.lower, 12)}, "
-            f"{approx_str(b.upper, 12)}] <= {approx_str(pde.total_time, 12)}: Sigma(t) is "
+            f"--time: the moment ODE blows up ({b.family}) at t* in [{dec(b.lower, ROUND_FLOOR)}, "
+            f"{dec(b.upper, ROUND_CEILING)}] <= {approx_str(pde.total_time, 12)}: Sigma(t) is "
             "unbounded there; ask for a time before t*"
         )
     return b
