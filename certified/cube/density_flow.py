@@ -27,6 +27,7 @@ accepts ``bound^2 >= Σ μ₀(C) sup_{y∈B} E_{g∼U(G)} |y − g|^2 >= W_2^2``
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import pairwise, product
 from typing import Any
@@ -43,11 +44,9 @@ from certified.models import Activation, Piece, Schedule
 __all__ = ["DensityCell", "DensityTransport", "density_to_cube", "push_points"]
 
 _ZERO, _ONE = flint.fmpq(0), flint.fmpq(1)
-# ζ << δ < η: a run of zero-mass gaps stays inside its buffer, the ramps too (the buffers'
-# images are estimated by a long-double replay, which resolves ζ well at positions below 2^10)
-ETA = flint.fmpq(1, 2**32)  # half the target width of a buffer
-DELTA = flint.fmpq(1, 2**34)  # half the width of a ramp
-ZETA = flint.fmpq(1, 2**40)  # target length of a gap of mass 0
+# the ramps (half-width β/4) lie inside the buffers (half-width β) around the grid lines
+BETA = flint.fmpq(1, 2**32)  # half-width of a buffer, relative to the finest grid spacing
+ZETA = flint.fmpq(1, 2**40)  # target length of a gap of mass 0 (resolved by a long double)
 MAX_TRIES = 6  # part counts tried above the first guess
 MAX_CELLS = 200_000
 _PREC = 256  # bits of the producer's positions (mpmath)
@@ -162,40 +161,43 @@ class _Tubes:
     def interior_images(self, tau: tuple) -> set:
         return {v for v in self.cdf(tau)[1:-1] if 0 < v < 1}
 
+    def at(self, tau: tuple, x: flint.fmpq) -> flint.fmpq:
+        """``F_{j|τ}(x)`` (exact; x inside the grid's range of axis j)."""
+        g, F = self.grid[len(tau)], self.cdf(tau)
+        r = min(max(bisect_right(g, x) - 1, 0), len(g) - 2)
+        return F[r] + (x - g[r]) / (g[r + 1] - g[r]) * (F[r + 1] - F[r])
 
-def _union_images(tubes: _Tubes) -> list[list]:
-    """``U_j`` (j < d − 1): the interior grid-line images of axis j over all positive tubes."""
-    d, out = tubes.d, []
-    level = [()]
-    for _ in range(d - 1):
-        values: set = set()
-        nxt = []
-        for tau in level:
-            values |= tubes.interior_images(tau)
-            nxt += [(*tau, r) for r, m in enumerate(tubes.row(tau)) if m > 0]
-        out.append(sorted(values))
-        level = nxt
-    return out
+    def mass(self, tau: tuple) -> flint.fmpq:
+        """μ₀ of the tube τ (grid indices of the first axes)."""
+        return self.row(tau[:-1])[tau[-1]] if tau else _ONE
 
 
-def _buffers(values: list) -> list[tuple]:
-    """Buffer intervals ``[u − η, u + η]`` around the values, merged when closer than 4η,
-    clipped to [0, 1]."""
-    out: list[list] = []
-    for u in values:
-        if out and u - out[-1][1] < 4 * ETA:
-            out[-1][1] = u
+def _beta(g: tuple) -> flint.fmpq:
+    """Half-width of a buffer around a grid line of an axis: 2^-32 of its finest spacing."""
+    return min(b - a for a, b in pairwise(g)) * BETA
+
+
+def _source_buffers(tubes: _Tubes, tau: tuple) -> list[tuple]:
+    """Source intervals of axis j = len(τ) that hold the ramps of the later stages: every
+    interior grid line ± β_j, merged with the tube's grid intervals of mass 0 next to them."""
+    g, row = tubes.grid[len(tau)], tubes.row(tau)
+    beta = _beta(g)
+    spans = [[g[r] - beta, g[r] + beta] for r in range(1, len(g) - 1)]
+    spans += [[g[r], g[r + 1]] for r, m in enumerate(row) if m == 0]
+    merged: list[list] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
         else:
-            out.append([u, u])
-    return [(max(_ZERO, a - ETA), min(_ONE, b + ETA)) for a, b in out]
+            merged.append([a, b])
+    return [(max(a, g[0]), min(b, g[-1])) for a, b in merged]
 
 
 # --- the cells ---------------------------------------------------------------------------------
 
 
-def _cells(tubes: _Tubes, U: list, K: int) -> tuple[list[DensityCell], Any]:
+def _cells(tubes: _Tubes, K: int) -> tuple[list[DensityCell], Any]:
     d, grid = tubes.d, tubes.grid
-    buffers = [_buffers(u) for u in U]
     uniform = [flint.fmpq(i, K) for i in range(1, K)]
     cells: list[DensityCell] = []
 
@@ -203,7 +205,9 @@ def _cells(tubes: _Tubes, U: list, K: int) -> tuple[list[DensityCell], Any]:
         if j == d:
             cells.append(DensityCell(tuple(s_lo), tuple(s_hi), tuple(t_lo), tuple(t_hi), False))
             return len(cells) - 1
-        inside = buffers[j] if j < d - 1 else []
+        inside = []  # buffers, as target intervals
+        if j < d - 1:
+            inside = [(tubes.at(tau, a), tubes.at(tau, b)) for a, b in _source_buffers(tubes, tau)]
         cuts = set(uniform)
         if j == d - 1:
             cuts |= tubes.interior_images(tau)
@@ -222,8 +226,8 @@ def _cells(tubes: _Tubes, U: list, K: int) -> tuple[list[DensityCell], Any]:
                 parts.append(len(cells) - 1)
             elif j == d - 1:
                 parts.append(build(j + 1, tau, lo_s, hi_s, lo_t, hi_t))
-            else:
-                r = tubes.interval(tau, (ta + tb) / 2)
+            else:  # a main slab lies strictly inside one grid interval of positive mass
+                r = bisect_right(grid[j], (sa + sb) / 2) - 1
                 parts.append(build(j + 1, (*tau, r), lo_s, hi_s, lo_t, hi_t))
             if len(cells) > MAX_CELLS:
                 raise DomainError(
@@ -257,15 +261,17 @@ def _scale_piece(d: int, k: int, c: flint.fmpq, lam: flint.fmpq) -> Piece:
     return Piece(1, W, A, [-c])
 
 
-def _ramp_pieces(d: int, k: int, j: int, ramps: list[tuple], per_piece: int) -> list[Piece]:
-    """Shears ``x_k += Σ h (clip((y_j − u + δ)/(2δ), 0, 1))`` for ``(u, h)`` in ramps."""
+def _ramp_pieces(
+    d: int, k: int, j: int, ramps: list[tuple], per_piece: int, delta: flint.fmpq
+) -> list[Piece]:
+    """Shears ``x_k += Σ h (clip((x_j − u + δ)/(2δ), 0, 1))`` for ``(u, h)`` in ramps."""
     pieces = []
     for start in range(0, len(ramps), per_piece):
         W = [[] for _ in range(d)]
         A, b = [], []
         for u, h in ramps[start : start + per_piece]:
-            slope = h / (2 * DELTA)
-            for edge, sign in ((u - DELTA, 1), (u + DELTA, -1)):
+            slope = h / (2 * delta)
+            for edge, sign in ((u - delta, 1), (u + delta, -1)):
                 for r in range(d):
                     W[r].append(sign * slope if r == k else _ZERO)
                 A.append([_ONE if r == j else _ZERO for r in range(d)])
@@ -307,31 +313,30 @@ def _chain(d: int, k: int, z: list, t: list) -> list[Piece]:
     return pieces
 
 
-def _stage(tubes: _Tubes, U: list, k: int, p: int) -> list[Piece]:
-    """Stacking shears, the chain and the unstacking shears of axis k."""
+def _stage(tubes: _Tubes, k: int, p: int) -> list[Piece]:
+    """Stacking shears, the chain and the unstacking shears of axis k; the axes j < k are
+    still in source coordinates (the stages run from the last axis to the first), so the
+    bands are the grid tubes of those axes and the ramps sit on their grid lines."""
     d, g = tubes.d, tubes.grid[k]
     # axes k >= 1 first go affinely onto [0, 1] (translation and scaling), so that the bands
     # of the stacking stay narrow whatever the grid's range (the buffers' images scale with them)
     pre = _chain(d, k, [g[0], g[-1]], [_ZERO, _ONE]) if k else []
     knots = [(v - g[0]) / (g[-1] - g[0]) for v in g] if k else list(g)
     H = flint.fmpq(math.ceil(max(1, float(knots[-1] - knots[0])))) + 1
-    radix = [len(U[j]) + 1 for j in range(k)]
-    mult = [math.prod(radix[j + 1 :]) for j in range(k)]
+    shape = [len(tubes.grid[j]) - 1 for j in range(k)]
+    mult = [math.prod(shape[j + 1 :]) for j in range(k)]
     z, t = [], []
-    for combo in product(*(range(n) for n in radix)):
-        tau = ()
-        for j, v in enumerate(combo):
-            ends = [_ZERO, *U[j], _ONE]
-            tau = (*tau, tubes.interval(tau, (ends[v] + ends[v + 1]) / 2))
-        s = sum(m * v for m, v in zip(mult, combo, strict=True)) * H
-        z += [v + s for v in knots]
-        t += [f + s for f in tubes.cdf(tau)]
+    for tau in product(*(range(n) for n in shape)):
+        s = sum(m * v for m, v in zip(mult, tau, strict=True)) * H
+        z += [v + s for v in knots]  # a tube of mass 0 keeps its knots (nothing to carry)
+        t += [f + s for f in (tubes.cdf(tau) if tubes.mass(tau) > 0 else knots)]
     stack, unstack = [], []
     for j in range(k):
-        ramps = [(u, H * mult[j]) for u in U[j]]
+        gj, delta = tubes.grid[j], _beta(tubes.grid[j]) / 4
+        ramps = [(u, H * mult[j]) for u in gj[1:-1]]
         if ramps:
-            stack += _ramp_pieces(d, k, j, ramps, p // 2)
-            unstack += _ramp_pieces(d, k, j, [(u, -h) for u, h in ramps], p // 2)
+            stack += _ramp_pieces(d, k, j, ramps, p // 2, delta)
+            unstack += _ramp_pieces(d, k, j, [(u, -h) for u, h in ramps], p // 2, delta)
     return pre + stack + _chain(d, k, z, t) + unstack
 
 
@@ -437,16 +442,15 @@ def density_to_cube(density: BoxDensity, width: int, epsilon: Any, q: Any = 1) -
     if d < 2:
         raise DomainError("density: d = 1 is not supported (theorem F here needs d >= 2)")
     tubes = _Tubes(density)
-    U = _union_images(tubes)
     pieces: list[Piece] = []
-    for k in range(d):
-        pieces += _stage(tubes, U, k, p)
+    for k in reversed(range(d)):  # the last axis first: earlier axes still in source coordinates
+        pieces += _stage(tubes, k, p)
     if not pieces:  # already uniform on [0,1]^d: one idle piece (threshold above the grid)
         pieces.append(_scale_piece(d, 0, density.grid[0][-1] + 1, _ONE))
     schedule = Schedule(d, Activation.RELU, tuple(pieces))
     K = max(1, math.ceil(math.sqrt(d / 3) / float(eps) * (1 + 2**-6)))
     for _ in range(MAX_TRIES + 1):
-        cells, tree = _cells(tubes, U, K)
+        cells, tree = _cells(tubes, K)
         est = _estimate(schedule, cells)
         bound = _dyadic_up(math.sqrt(est) * (1 + 2**-20) + 2**-36)
         if bound <= eps:
