@@ -4,24 +4,26 @@ scalings pushing a density on a grid of boxes to within ``W_2 <= ε`` of ``U([0,
 
 The exact target map is the Knothe map ``T`` of the density: ``y_0 = F_0(x_0)``,
 ``y_1 = F_{1|a}(x_1)`` in column ``a``, ... (marginal and conditional CDFs, piecewise linear with
-breakpoints on the grid). A flow realises ``T`` approximately, coordinate after coordinate
-(stage ``k`` moves ``x_k`` only):
+breakpoints on the grid). A flow realises ``T`` approximately, one axis per stage, from the last
+axis to the first (stage ``k`` moves ``x_k`` only, while ``x_0 .. x_{k-1}`` are still in source
+coordinates):
 
 0. axes ``k >= 1`` are first moved affinely onto ``[0, 1]`` (two scalings);
-1. *stacking*: laminar shears ``x_k += g(y_j)``, ``g`` a sum of steep ramps at the images of
-   the grid lines (``j < k``), translate each tube of the already-mapped coordinates to its own
-   band ``[s H, s H + H)`` of ``x_k``, so that one map of ``x_k`` can act differently per tube;
+1. *stacking*: laminar shears ``x_k += g(x_j)``, ``g`` a sum of steep ramps at the grid lines
+   of the axes ``j < k``, translate each grid tube of those axes to its own band
+   ``[s H, s H + H)`` of ``x_k``, so that one map of ``x_k`` can act differently per tube;
 2. *chain*: single-neuron scalings ``ẋ_k = λ (x_k − c)_+`` (flow ``c + (x_k − c) e^{λτ}``), one
    per gap between consecutive knots (grid lines of all bands, bottom to top), set every gap to
-   its target length (zero-mass gaps to a length ``ζ``);
+   its target length ``F_{k|τ}`` (zero-mass gaps to a length ``ζ``);
 3. *unstacking*: the same shears negated.
 
-The ramps are ``2δ`` wide; the masses they smear lie in thin *buffer* cells (μ₀-mass ``2η``
-each) whose images are loose, and weigh nothing in the bound. Cells (untrusted choice, the
+The ramps are ``2β/4`` wide around the grid lines; the mass they smear lies in thin *buffer*
+cells (source slabs of half-width β around the grid lines, merged with zero-mass intervals)
+whose images are loose and which weigh almost nothing in the bound. Cells (untrusted choice, the
 checker decides): a guillotine tree of ``[0,1]^d`` (targets ``G``) aligned with the images of the
-grid, ``K`` parts per axis, buffers around the ramps; source cells ``C = T^{-1}(G)``, boxes with
-exact rational ends and ``μ₀(C) = vol(G)``. The checker encloses ``Φ_T(C)`` by a box ``B`` and
-accepts ``bound^2 >= Σ μ₀(C) sup_{y∈B} E_{g∼U(G)} |y − g|^2 >= W_2^2`` (proofs/cube.md §6).
+grid, ``K`` parts per axis, and the buffers; source cells ``C = T^{-1}(G)``, boxes with exact
+rational ends and ``μ₀(C) = vol(G)``. The checker encloses ``Φ_T(C)`` by a box ``B`` and accepts
+``bound^2 >= Σ μ₀(C) sup_{y∈B} E_{g∼U(G)} |y − g|^2 >= W_2^2`` (proofs/cube.md §6).
 """
 
 from __future__ import annotations
