@@ -75,8 +75,11 @@ def attention_field(
         raise InputError(f"activation: expected one of {sorted(_ACT)}, got {activation!r}")
     if not sizes or any(not isinstance(n, int) or n < 1 for n in sizes) or d < 1:
         raise InputError(f"sizes: expected token counts >= 1 and d >= 1, got {sizes}, {d}")
-    if heads < 1 or hidden < 0:
-        raise InputError(f"heads >= 1 and hidden >= 0 expected, got {heads}, {hidden}")
+    if heads < 0 or hidden < 0 or heads + hidden < 1:
+        raise InputError(
+            f"heads >= 0 and hidden >= 0 (not both 0) expected, got {heads}, {hidden}; heads = 0 "
+            "is the sphere neural ODE (V = 0)"
+        )
     names = attention_parameter_names(d, heads, hidden)
     b = GraphBuilder(sum(sizes) * d, names)
     P = b.param

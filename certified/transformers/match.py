@@ -71,7 +71,7 @@ class MatchVerdict:
     pieces: list
     switches: int
     w2_squared: list[flint.fmpq] | None = None
-    flow_instance: TransformerInstance | None = field(default=None, repr=False)
+    problem: Any = field(default=None, repr=False)
     points: np.ndarray | None = field(default=None, repr=False)
     result: Any = field(default=None, repr=False)
 
@@ -198,6 +198,26 @@ def _pieces(rounds: list, d: int) -> list[dict]:
     return out
 
 
+def _one_token_problem(pieces: list[dict], d: int):
+    """The field of one token with V = 0 (heads = 0: the sphere neural ODE
+    x' = P_x^perp W sigmoid(U x + b)), hidden width the widest piece (zero neurons pad the
+    others), with the pieces' exact parameters (their doubles). Guarantee: exact."""
+    from certified.fields.attention import attention_field
+
+    width = max([1, *(len(p.get("b", ())) for p in pieces)])
+    field = attention_field([1], d, heads=0, hidden=width, activation="sigmoid")
+    zero = flint.fmpq(0)
+    out = []
+    for p in pieces:
+        q = len(p.get("b", ()))
+        W = [[to_fmpq(p["W"][r][k]) if k < q else zero for k in range(width)] for r in range(d)]
+        U = [[to_fmpq(p["U"][k][c]) if k < q else zero for c in range(d)] for k in range(width)]
+        b = [to_fmpq(p["b"][k]) if k < q else zero for k in range(width)]
+        values = [v for row in W for v in row] + [v for row in U for v in row] + b
+        out.append((to_fmpq(p["duration"]), values))
+    return field.on(*out)
+
+
 def w2_squared_upper(lo: np.ndarray, hi: np.ndarray, weights: list, y: Any) -> flint.fmpq:
     """Exact upper bound on sum_i w_i |x_i - y|^2 over x_i in the boxes [lo_i, hi_i] (rows of
     exact numbers or doubles). Guarantee: upper bound (exact rationals)."""
@@ -243,10 +263,10 @@ def match_measures(
         if plan.failure is not None:
             return MatchVerdict(Outcome.UNDECIDED, f"Prop 4.2 (corridor steering): {why}",
                                 pieces, len(pieces) - 1)  # fmt: skip
-    one = parse_instance({"tokens": [[str(q) for q in X[0]]], "pieces": pieces})
     from certified.flow import SaveAt, enclose_flow
 
-    res = enclose_flow(one.problem, X, save_at=SaveAt(one.total_time), step_policy=step_policy)
+    one = _one_token_problem(pieces, d)
+    res = enclose_flow(one, X, save_at=SaveAt(one.total_time), step_policy=step_policy)
     switches = len(pieces) - 1
     if res.status.name != "SUCCESS":
         return MatchVerdict(Outcome.UNDECIDED, f"the flow was not certified: {res.message}",
@@ -294,7 +314,7 @@ def match_certificate(
     from certified.certificates.field_flow import FieldCertificateError
 
     try:
-        flow = flow_certificate_for(verdict.flow_instance.problem, verdict.points, verdict.result)
+        flow = flow_certificate_for(verdict.problem, verdict.points, verdict.result)
     except FieldCertificateError:  # the replay disagrees with a step: the caller retries
         return None
     if flow is None:

@@ -61,8 +61,8 @@ def test_rk4_of_the_schedule_lies_in_the_boxes(verified):
     # the one-token field replayed in float64 from each atom (heuristic cross-check)
     for i, x0 in enumerate(cert["instance"]["flow"]["points"]):
         d = len(x0)
-        hidden = (len(pieces[0]["parameters"]) - 2 * d * d) // (2 * d + 1)
-        field = attention_field([1], d, hidden=hidden, activation="sigmoid")
+        hidden = len(pieces[0]["parameters"]) // (2 * d + 1)  # W, U, b (V = 0: no heads)
+        field = attention_field([1], d, heads=0, hidden=hidden, activation="sigmoid")
         x = np.array([[_float(v) for v in x0]])
         for p in pieces:
             vals = [to_fmpq(v) for v in p["parameters"]]
