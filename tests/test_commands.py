@@ -70,7 +70,6 @@ def test_demo_steps_and_bench_suites_resolve():
         "sweep",
         "tokens",
         "transformer",
-        "transformer-stack",
         "wasserstein",
     }
     assert all(callable(load(ref)) for ref in suites.values())

@@ -201,10 +201,7 @@ COMMANDS: tuple[CommandRecord, ...] = (
         "B = beta I). Exit 0 verified, 1 refuted or undecided, 2 bad input (nothing written). "
         "See proofs/transformers.md.",
         demo="certified.transformers.command:demo_check",
-        bench=(
-            ("transformer", "certified.transformers.bench:bench_transformer"),
-            ("transformer-stack", "certified.transformers.stack_bench:bench_stack"),
-        ),
+        bench=(("transformer", "certified.transformers.bench:bench_transformer"),),
     ),
     CommandRecord(
         "sweep",

@@ -125,4 +125,7 @@ def bench_transformer(quick: bool = False) -> list[Benchmark]:
 
 
 # separate entries of ``certified bench transformer``, each in its own module
-EXTRA_ENTRIES: tuple[str, ...] = ("certified.transformers.gaussian_bench:bench_gaussian_pde",)
+EXTRA_ENTRIES: tuple[str, ...] = (
+    "certified.transformers.gaussian_bench:bench_gaussian_pde",
+    "certified.transformers.stack_bench:bench_stack",
+)

@@ -1,5 +1,5 @@
-"""``certified bench transformer-stack``: certified layer stacks against a float64 forward pass
-of the same stack (heads batched in numpy), measured in the same run.
+"""``certified bench transformer`` (its stack entries): certified layer stacks against a
+float64 forward pass of the same stack (heads batched in numpy), measured in the same run.
 
 The issue's size: 12 layers, d = 16, 4 heads (k = 4, scale 1/2), n = 32 tokens, weights
 N(0, 1/fan-in) ("ordinary scale"), tokens N(0, 1). Two stacks: 12 residual attention layers,
