@@ -157,11 +157,12 @@ def _json_constant(token: str) -> Any:
 
 
 def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise Rejected(f"duplicate key {show(key)}")
-        obj[key] = value
+    obj = dict(pairs)
+    if len(obj) != len(pairs):  # the first key seen twice
+        del obj
+        seen: set[str] = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise Rejected(f"duplicate key {show(key)}")
     return obj
 
 
@@ -233,6 +234,8 @@ _QUICK_ZERO = flint.fmpq(0)
 def _quick(value: Any) -> flint.fmpq:
     if value == "0":
         return _QUICK_ZERO
+    if type(value) is int and -(2**62) < value < 2**62:
+        return flint.fmpq(value)
     if type(value) is not str or len(value) > MAX_DIGITS:
         raise _Slow
     if "*" in value:

@@ -69,7 +69,7 @@ def _giant(i: int, digits: int = 3990) -> str:
 
 
 def _dyadics(size: int) -> str:
-    return ",".join(['"1*2^-10000"'] * max(2, size // 13))
+    return ",".join(['"1*2^-10000"'] * max(2, min(size // 15, MAX_TOKENS // 5)))
 
 
 def _flow(points: str, pieces: str, d: int, method: str = "laminar-exact", extra: str = "",
@@ -102,8 +102,9 @@ def reader_giant_digits(size: int) -> bytes:  # 4000-digit rationals with coprim
     return _flow(",".join(f"[{_giant(i)}]" for i in range(n)), _laminar_piece(1), 1)
 
 
-def parser_deep_nesting(size: int) -> bytes:
-    return b"[" * min(size // 2, MAX_BYTES // 2 - 1) + b"]" * min(size // 2, MAX_BYTES // 2 - 1)
+def parser_deep_nesting(size: int) -> bytes:  # at most MAX_TOKENS brackets: the depth decides
+    n = min(size // 2, MAX_TOKENS - 8)
+    return b"[" * n + b"]" * n
 
 
 def parser_wide_nesting(size: int) -> bytes:
@@ -129,7 +130,7 @@ def flow_laminar_heights(size: int) -> bytes:  # every coordinate 4000 digits, m
 
 
 def flow_laminar_dimension(size: int) -> bytes:  # the largest dimension the file can hold
-    d = max(8, size // 8)
+    d = max(8, min(size // 8, MAX_TOKENS // 6))  # point, W, A and claim: 5 tokens a coordinate
     pts = "[" + ",".join(['"1/3"'] * d) + "]"
     return _flow(pts, _laminar_piece(d), d)
 
@@ -151,7 +152,7 @@ def flow_relu_vectorised_giant(size: int) -> bytes:
 
 
 def flow_taylor_precision(size: int) -> bytes:  # precision 4096, order 60, many steps
-    steps = max(64, size // 8)
+    steps = max(64, min(size // 8, MAX_TOKENS - 64))
     field = ('{"dimension": 1, "parameters": [], "nodes": [["x", 0], ["sin", 0]], '
              '"outputs": [1]}')  # fmt: skip
     hints = (f'{{"method": "taylor-lohner", "order": 60, "jacobian_order": 60, '
@@ -164,7 +165,7 @@ def flow_taylor_precision(size: int) -> bytes:  # precision 4096, order 60, many
 
 
 def separation_precision(size: int) -> bytes:
-    atoms = max(8, size // 40)
+    atoms = max(8, min(size // 40, MAX_TOKENS // 8 - 64))
     m = _measure(atoms, 1, lambda i: f'"1/{atoms}"')
     return (f'{{"kind": "separation", "version": 1, "instance": {{"mu": {m}, "nu": {m}}}, '
             f'"claim": {{"q": ["1/16"], "coordinate": 0, "mu": ["0", "1"], "nu": ["2", "3"]}}, '
@@ -182,7 +183,7 @@ def wasserstein_giant_weights(size: int) -> bytes:
 
 
 def wasserstein_dimension(size: int) -> bytes:  # coordinates with distinct denominators
-    d = max(64, size // 40)
+    d = max(64, min(size // 40, MAX_TOKENS // 4 - 64))
     pt = "[" + ",".join(f'"1/{1000003 + 2 * k}"' for k in range(d)) + "]"
     m = f'{{"points": [{pt}, {pt}], "weights": ["1/2", "1/2"]}}'
     return (f'{{"kind": "wasserstein", "version": 1, "instance": {{"mu": {m}, "nu": {m}, '
@@ -299,10 +300,19 @@ VARIANTS: dict[str, tuple[Callable[[int], bytes], int]] = {
 }
 
 
+def build_at(build: Callable[[int], bytes], size: int) -> bytes:
+    """The variant at most ``size`` bytes long (the builders' sizes are estimates)."""
+    data, target = build(size), size
+    while len(data) > size:
+        target = int(target * size / len(data) * 0.97)
+        data = build(target)
+    return data
+
+
 def _run(tmp_path: Path, size: int) -> None:
     paths = []
     for name, (build, _) in VARIANTS.items():
-        data = build(size)
+        data = build_at(build, size)
         assert len(data) <= MAX_BYTES, name
         (path := tmp_path / f"{name}.json").write_bytes(data)
         paths.append(path)
@@ -332,7 +342,7 @@ if __name__ == "__main__":  # measure: python tests/checker/test_hostile_files.p
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, (build, _) in VARIANTS.items():
-        (p := out / f"{name}.json").write_bytes(build(size))
+        (p := out / f"{name}.json").write_bytes(build_at(build, size))
         paths.append(p)
     for name, r in check_in_children(paths).items():
         print(f"{name:36s} {Path(out / name).stat().st_size / MB:8.2f} MB {r['seconds']:8.2f} s "
