@@ -25,7 +25,7 @@ from certified.checker import MAX_BYTES, MAX_TOKENS
 MB = 1024 * 1024
 # proofs/format.md section 1, "Bounds of a check": what a user may rely on
 PROMISED_SECONDS = lambda size: 30 + 2 * size / MB  # noqa: E731 (plus the rule's replay budget)
-PROMISED_MIB = lambda size: 400 + 16 * size / MB  # noqa: E731
+PROMISED_MIB = lambda size: min(400 + 24 * size / MB, 5632)  # noqa: E731
 SLACK = 10
 
 # One worker process: reads each file, checks it in a forked child and reports the child's
