@@ -67,11 +67,13 @@ def check_transformer_cluster_v1(instance: Any, claim: Any, hints: Any) -> str:
 
 
 def check_transformer_match_v1(instance: Any, claim: Any, hints: Any) -> str:
-    """Kind ``transformer-match`` v1 (proofs/transformers.md §5): the flow of the atoms of N
-    measures (points, measure after measure; rule ``taylor-lohner``) and, per measure g,
+    """Kind ``transformer-match`` v1 (proofs/transformers.md §6): the flows of the atoms of N
+    measures (points, measure after measure, in chunks that share one field and one schedule;
+    rule ``taylor-lohner``) and, per measure g,
     W_2^2(mu^g(T), delta_{y_g}) <= sum_i w_i max_{x in box_i} |x - y_g|^2 <= claimed <= eps^2."""
-    fields(instance, "instance", ("flow", "sizes", "weights", "targets", "dimension"))
-    fields(claim, "claim", ("flow", "verdict", "eps", "w2_squared", "switches"))
+    fields(instance, "instance", ("flows", "sizes", "weights", "targets", "dimension"))
+    fields(claim, "claim", ("flows", "verdict", "eps", "w2_squared", "switches"))
+    fields(hints, "hints", ("flows",))
     d = small_integer(instance["dimension"], "instance.dimension", 3, 10_000)
     sizes = [
         small_integer(n, "instance.sizes", 1, 100_000)
@@ -80,20 +82,28 @@ def check_transformer_match_v1(instance: Any, claim: Any, hints: Any) -> str:
     N, total = len(sizes), sum(sizes)
     targets = matrix(instance["targets"], "instance.targets", N, d)
     weights = array(instance["weights"], "instance.weights", N)
-    summary = check_field_flow(instance["flow"], claim["flow"], hints)
-    flow = instance["flow"]
-    if not isinstance(flow, dict) or "points" not in flow:
-        raise Rejected("instance.flow: the atoms must be given as points")
-    matrix(flow["points"], "instance.flow.points", total, d)
-    if small_integer(claim["switches"], "claim.switches", 0, 10**6) != len(flow["pieces"]) - 1:
+    flows = array(instance["flows"], "instance.flows")
+    claims = array(claim["flows"], "claim.flows", len(flows))
+    hint_list = array(hints["flows"], "hints.flows", len(flows))
+    final, summary = [], ""
+    for k, (flow, fc, fh) in enumerate(zip(flows, claims, hint_list, strict=True)):
+        if not isinstance(flow, dict) or "points" not in flow:
+            raise Rejected(f"instance.flows[{k}]: the atoms must be given as points")
+        if k and (flow.get("field") != flows[0].get("field")
+                  or flow.get("pieces") != flows[0].get("pieces")):  # fmt: skip
+            raise Rejected(f"instance.flows[{k}]: not the field and schedule of flows[0]")
+        summary = check_field_flow(flow, fc, fh)
+        encl = array(fc["enclosures"], f"claim.flows[{k}].enclosures")
+        final += box_rows(encl[-1], f"claim.flows[{k}].enclosures[-1]", None, d)
+    if len(final) != total:
+        raise Rejected(f"instance.flows: {len(final)} atoms, the sizes say {total}")
+    if small_integer(claim["switches"], "claim.switches", 0, 10**6) != len(flows[0]["pieces"]) - 1:
         raise Rejected("claim.switches: not the number of pieces minus one")
     string(claim["verdict"], "claim.verdict", ("VERIFIED",))
     eps = exact(claim["eps"], "claim.eps")
     if not eps > 0:
         raise Rejected("claim.eps: must be > 0")
     bounds = vector(claim["w2_squared"], "claim.w2_squared", N)
-    encl = array(claim["flow"]["enclosures"], "claim.flow.enclosures")
-    final = box_rows(encl[-1], "claim.flow.enclosures[-1]", total, d)
     start = 0
     for g, n in enumerate(sizes):
         w = vector(weights[g], f"instance.weights[{g}]", n)
@@ -107,4 +117,4 @@ def check_transformer_match_v1(instance: Any, claim: Any, hints: Any) -> str:
         if not up <= bounds[g] <= eps * eps:
             raise Rejected(f"claim.w2_squared[{g}]: not an upper bound <= eps^2 of the replay")
         start += n
-    return f"VERIFIED W_2 <= eps for {N} measures; {summary}"
+    return f"VERIFIED W_2 <= eps for {N} measures ({len(flows)} flows); {summary}"

@@ -61,8 +61,10 @@ class MatchTargets:
 
 @dataclass(frozen=True)
 class MatchVerdict:
-    """Outcome, reason, the produced pieces (instance JSON), the flow (one-token instance,
-    start points, result), the exact upper bounds on W_2^2 per measure, and the switches.
+    """Outcome, reason, the produced pieces (instance JSON), the flow (one-token problem,
+    start points, and one FlowEnclosure per chunk of ``chunk`` consecutive atoms: the checker
+    bounds the replay cost of one flow), the exact upper bounds on W_2^2 per measure, and the
+    switches.
 
     Guarantee: VERIFIED means every bound is <= eps^2 and the flow is certified."""
 
@@ -73,7 +75,14 @@ class MatchVerdict:
     w2_squared: list[flint.fmpq] | None = None
     problem: Any = field(default=None, repr=False)
     points: np.ndarray | None = field(default=None, repr=False)
-    result: Any = field(default=None, repr=False)
+    results: list = field(default_factory=list, repr=False)
+    chunk: int = 16
+
+    def final_boxes(self) -> tuple[np.ndarray, np.ndarray]:
+        """The final boxes of all atoms (lo, hi as (M, d) float arrays)."""
+        lo = np.concatenate([r.final.lo for r in self.results])
+        hi = np.concatenate([r.final.hi for r in self.results])
+        return lo, hi
 
 
 def _on_sphere(row, where: str) -> None:
@@ -232,7 +241,12 @@ def w2_squared_upper(lo: np.ndarray, hi: np.ndarray, weights: list, y: Any) -> f
 
 
 def match_measures(
-    instance: TransformerInstance, targets: MatchTargets, eps: Any, *, step_policy: Any = None
+    instance: TransformerInstance,
+    targets: MatchTargets,
+    eps: Any,
+    *,
+    step_policy: Any = None,
+    chunk: int = 16,
 ) -> MatchVerdict:
     """The construction and its certified verdict (module docstring).
 
@@ -266,12 +280,18 @@ def match_measures(
     from certified.flow import SaveAt, enclose_flow
 
     one = _one_token_problem(pieces, d)
-    res = enclose_flow(one, X, save_at=SaveAt(one.total_time), step_policy=step_policy)
     switches = len(pieces) - 1
-    if res.status.name != "SUCCESS":
-        return MatchVerdict(Outcome.UNDECIDED, f"the flow was not certified: {res.message}",
-                            pieces, switches, None, one, X, res)  # fmt: skip
-    bounds = measure_bounds(instance, Y, res.final.lo[:], res.final.hi[:])
+    results = []
+    for start in range(0, len(X), chunk):
+        res = enclose_flow(one, X[start : start + chunk], save_at=SaveAt(one.total_time),
+                           step_policy=step_policy)  # fmt: skip
+        if res.status.name != "SUCCESS":
+            return MatchVerdict(Outcome.UNDECIDED, f"the flow was not certified: {res.message}",
+                                pieces, switches, None, one, X)  # fmt: skip
+        results.append(res)
+    verdict = MatchVerdict(Outcome.UNDECIDED, "", pieces, switches, None, one, X, results, chunk)
+    lo, hi = verdict.final_boxes()
+    bounds = measure_bounds(instance, Y, lo, hi)
     worst = max(range(len(bounds)), key=lambda g: bounds[g])
     if bounds[worst] <= eps * eps:
         outcome, reason = Outcome.VERIFIED, f"every measure within W_2 <= {eps} of its target"
@@ -279,7 +299,7 @@ def match_measures(
         outcome = Outcome.UNDECIDED
         reason = (f"measures[{worst}]: the certified W_2^2 bound {float(bounds[worst]):.3g} "
                   f"exceeds eps^2")  # fmt: skip
-    return MatchVerdict(outcome, reason, pieces, switches, bounds, one, X, res)
+    return MatchVerdict(outcome, reason, pieces, switches, bounds, one, X, results, chunk)
 
 
 def measure_bounds(instance: TransformerInstance, Y, lo, hi) -> list[flint.fmpq]:
@@ -308,19 +328,22 @@ def match_certificate(
     from certified.arith.exact import fmpq_to_str
     from certified.flow import flow_certificate_for
 
-    if verdict.outcome is not Outcome.VERIFIED or verdict.result is None:
+    if verdict.outcome is not Outcome.VERIFIED or not verdict.results:
         return None
     eps = to_fmpq(eps, "--eps")
     from certified.certificates.field_flow import FieldCertificateError
 
-    try:
-        flow = flow_certificate_for(verdict.problem, verdict.points, verdict.result)
-    except FieldCertificateError:  # the replay disagrees with a step: the caller retries
-        return None
-    if flow is None:
-        return None
+    flows, c = [], verdict.chunk
+    for k, res in enumerate(verdict.results):
+        try:
+            flow = flow_certificate_for(verdict.problem, verdict.points[k * c : (k + 1) * c], res)
+        except FieldCertificateError:  # over the replay limit, or a step the replay refuses:
+            return None  # the caller retries with smaller chunks and steps
+        if flow is None:
+            return None
+        flows.append(flow)
     d = instance.d
-    rows = flow["claim"]["enclosures"][-1]
+    rows = [row for f in flows for row in f["claim"]["enclosures"][-1]]
     lo = [[to_fmpq(rows[i][c][0]) for c in range(d)] for i in range(len(rows))]
     hi = [[to_fmpq(rows[i][c][1]) for c in range(d)] for i in range(len(rows))]
     bounds = measure_bounds(instance, targets.points, lo, hi)
@@ -332,18 +355,18 @@ def match_certificate(
         "kind": "transformer-match",
         "version": 1,
         "instance": {
-            "flow": flow["instance"],
+            "flows": [f["instance"] for f in flows],
             "sizes": instance.sizes,
             "weights": weights,
             "targets": [[fmpq_to_str(q) for q in row] for row in targets.points],
             "dimension": d,
         },
         "claim": {
-            "flow": flow["claim"],
+            "flows": [f["claim"] for f in flows],
             "verdict": "VERIFIED",
             "eps": fmpq_to_str(eps),
             "w2_squared": [fmpq_to_str(b) for b in bounds],
             "switches": verdict.switches,
         },
-        "hints": flow["hints"],
+        "hints": {"flows": [f["hints"] for f in flows]},
     }

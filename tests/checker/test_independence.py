@@ -73,9 +73,9 @@ RULE_ALLOWANCES: dict[str, int] = {
     "lohner64.py": 219,
     "_field_rule+lohner": 84,
     "_partition.py": 66,  # issue 18: hints.partition, exact bisection trees of input boxes
-    "_transformer_rule.py": 114,  # issue 13: kinds transformer-cluster (+2 __init__, +1 the
+    "_transformer_rule.py": 124,  # issue 13: kinds transformer-cluster (+2 __init__, +1 the
     # gradient/training KINDS entry split over two lines in the same commit) and
-    # transformer-match (+44, +1 __init__)
+    # transformer-match (+54, +1 __init__)
     "_stack_rule.py": 256,  # issue 20: kind stack, layer stacks replayed per layer (+2 __init__)
     "meter": 125,  # issue 11: the meter of a check in _parse.py (reader bound on the numbers'
     # bits, charge, exact_sum) and the charges of the rules before uncounted work

@@ -55,11 +55,12 @@ def test_match_verified_and_checked(verified, capsys):
 
 def test_rk4_of_the_schedule_lies_in_the_boxes(verified):
     cert = json.loads(verified[1].read_text())
-    final = cert["claim"]["flow"]["enclosures"][-1]
-    pieces = cert["instance"]["flow"]["pieces"]
+    final = [row for f in cert["claim"]["flows"] for row in f["enclosures"][-1]]
+    pieces = cert["instance"]["flows"][0]["pieces"]
     assert len(pieces) == cert["claim"]["switches"] + 1
     # the one-token field replayed in float64 from each atom (heuristic cross-check)
-    for i, x0 in enumerate(cert["instance"]["flow"]["points"]):
+    points = [x for f in cert["instance"]["flows"] for x in f["points"]]
+    for i, x0 in enumerate(points):
         d = len(x0)
         hidden = len(pieces[0]["parameters"]) // (2 * d + 1)  # W, U, b (V = 0: no heads)
         field = attention_field([1], d, heads=0, hidden=hidden, activation="sigmoid")
@@ -83,7 +84,8 @@ def test_rk4_of_the_schedule_lies_in_the_boxes(verified):
     "mutate",
     [
         lambda c: c["instance"]["targets"][0].__setitem__(0, "1/50"),  # target moved
-        lambda c: c["instance"]["flow"]["points"][1].__setitem__(1, "4/5"),  # atom moved
+        lambda c: c["instance"]["flows"][-1]["points"][-1].__setitem__(1, "4/5"),  # atom moved
+        lambda c: c["instance"]["flows"][0]["pieces"][0].__setitem__("duration", "1/2"),
         lambda c: c["claim"]["w2_squared"].__setitem__(0, "0"),  # bound below the replay
         lambda c: c["claim"].__setitem__("eps", "1/10000000000"),  # eps below the bound
         lambda c: c["instance"]["weights"][0].__setitem__(0, "1/2"),  # not a probability
