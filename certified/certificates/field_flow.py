@@ -18,7 +18,6 @@ from certified.arith.exact import fmpq_to_float, to_fmpq
 from certified.certificates.flow import FORMAT_VERSION, exact_number
 from certified.checker.lohner import (
     MAX_TAYLOR_OPS,
-    SEARCH_COST,
     replay_cost,
     replay_flow,
     supported,
@@ -105,7 +104,6 @@ def field_flow_certificate(
         boxes = [[_exact_boxes(B) for B in bs] for bs in h["boxes"]]
     search = arithmetic == "float64" and not replay  # the checker picks the factors
     cost = replay_cost(field, len(starts), total, h["order"], mean, prec, arithmetic)
-    cost *= SEARCH_COST if search else 1.0
     if cost > MAX_TAYLOR_OPS:  # refuse now rather than replay for minutes and be refused
         raise FieldCertificateError(
             f"the certificate's replay would cost about {cost:.2g} operations, over the "

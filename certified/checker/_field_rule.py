@@ -15,7 +15,7 @@ import flint
 
 from . import _parse
 from ._parse import Rejected, array, box_rows, exact, exact_row, fields, positive, small_integer
-from .lohner import MAX_TAYLOR_OPS, SEARCH_COST, SUPPORTED, replay_cost, replay_flow, supported
+from .lohner import MAX_TAYLOR_OPS, SUPPORTED, replay_cost, replay_flow, supported
 from .taylor import ReplayError, parse_field
 
 ARITHMETIC = ("arb", "float64")  # hints.arithmetic: how the replay computes (default arb)
@@ -63,8 +63,7 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
                        f"operations {', '.join(SUPPORTED)}")  # fmt: skip
     # per step: order-K series over every node (twice), order-m duals (d+1 parts, three
     # times), the d x d Lohner algebra; precision scales the word operations
-    search = SEARCH_COST if hints.get("apriori") == "search" else 1.0  # the factor search
-    if replay_cost(field, n, total, K, mean, prec, arithmetic) * search > MAX_TAYLOR_OPS:
+    if replay_cost(field, n, total, K, mean, prec, arithmetic) > MAX_TAYLOR_OPS:
         raise Rejected(f"resource limit: the replay needs more than {MAX_TAYLOR_OPS} operations")
     boxes, apriori = a_priori_hints(hints, prior, arithmetic, steps, n, d)
     with flint.ctx.workprec(prec):

@@ -20,7 +20,7 @@ import flint
 from . import _parse
 from ._field_rule import a_priori_hints, field_pieces, lohner_hints
 from ._parse import Rejected, array, exact, exact_row, fields, positive
-from .lohner import MAX_TAYLOR_OPS, SEARCH_COST
+from .lohner import MAX_TAYLOR_OPS
 from .sensitivity import loss_and_gradient, replay_sensitivities, sensitivity_cost
 from .taylor import ReplayError, parse_field
 
@@ -66,8 +66,7 @@ def replay_gradient(instance: Any, hints: Any, budget: list[int]) -> tuple:
             ops = ", ".join(s64.OPS64)
             raise Rejected("hints.arithmetic: float64 needs precision 53, hints.apriori, the "
                            f"default loss and a field of the operations {ops}")  # fmt: skip
-        search = SEARCH_COST if hints["apriori"] == "search" else 1.0  # the replay picks them
-        budget[0] -= int(s64.cost64(field, n, total, K, m) * search)
+        budget[0] -= s64.cost64(field, n, total, K, m)
     elif prior == "apriori":
         raise Rejected("hints.apriori: only with hints.arithmetic float64 (else hints.boxes)")
     else:

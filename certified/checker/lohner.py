@@ -13,12 +13,10 @@ from flint import arb, arb_mat, fmpq
 
 from .taylor import ReplayError, field_jets
 
-__all__ = ["MAX_TAYLOR_OPS", "SEARCH_COST", "SUPPORTED", "LohnerSet", "lohner_step",
+__all__ = ["MAX_TAYLOR_OPS", "SUPPORTED", "LohnerSet", "lohner_step",
            "replay_cost", "replay_flow", "supported"]  # fmt: skip
 
 MAX_TAYLOR_OPS = 6 * 10**8  # estimated cost of a replay, in units of ~0.1 us (about a minute)
-SEARCH_COST = 1.5  # replay_cost times this when the checker picks the a priori factors
-# (hints.apriori "search"): honest files try one or two factors a step, at order 1
 
 _ZERO = arb(0)
 

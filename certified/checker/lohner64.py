@@ -157,6 +157,8 @@ def apriori64(prog: Program, params: Iv, S: Sets, hb: Iv, rho: float) -> Iv:
     return B
 
 
+MAX_FAILED_TRIES = 16  # plus a quarter of the steps: the failed tries of a factor search
+# (hints.apriori "search"; each costs about a tenth of a step: replay_cost stays within 1.1x)
 _RHOS = [2.0**k for k in range(-8, 7)]  # the factors the producer tries (hints.apriori)
 
 
@@ -175,6 +177,7 @@ def replay_flow64(field, pieces, starts, steps, boxes, K: int, orders, times, ap
 def _replay(field, pieces, starts, steps, boxes, K: int, orders, times, apriori) -> list:
     prog = Program(field)
     S = Sets.boxes(starts)
+    fails = [MAX_FAILED_TRIES + sum(len(s) for s in steps) // 4]  # failed tries left (search)
     n, d = S.centre.shape
     out, t, pending = [], fmpq(0), list(times)
     for j, (duration, params) in enumerate(pieces):
@@ -183,7 +186,7 @@ def _replay(field, pieces, starts, steps, boxes, K: int, orders, times, apriori)
         P = from_arb(params)
         for s, h in enumerate(steps[j]):
             try:
-                S = _step(prog, P, S, h, K, orders[j][s], boxes, apriori, j, s, n, d)
+                S = _step(prog, P, S, h, K, orders[j][s], boxes, apriori, j, s, n, d, fails)
             except ReplayError as exc:
                 raise ReplayError(f"piece {j}, step {s}, {exc}") from None
             t += h
@@ -198,7 +201,7 @@ def _replay(field, pieces, starts, steps, boxes, K: int, orders, times, apriori)
     return out
 
 
-def _step(prog, P, S, h, K, m, boxes, apriori, j, s, n, d) -> Sets:
+def _step(prog, P, S, h, K, m, boxes, apriori, j, s, n, d, fails) -> Sets:
     if boxes is not None:
         Bq = from_fmpq([q for box in boxes[j][s] for pair in box for q in pair])
         B = Iv(Bq.lo[0::2].reshape(n, d), Bq.hi[1::2].reshape(n, d))
@@ -213,6 +216,10 @@ def _step(prog, P, S, h, K, m, boxes, apriori, j, s, n, d) -> Sets:
         except ReplayError as exc:
             if "Picard" not in str(exc):
                 raise
+            fails[0] -= 1
+            if fails[0] < 0:
+                raise ReplayError("resource limit: the a priori factor search failed more than "
+                                  f"{MAX_FAILED_TRIES} + steps / 4 times") from None  # fmt: skip
             continue
         apriori[j][s] = fmpq(int(rho * 256), 256) if rho < 1 else fmpq(int(rho))
         return out

@@ -21,7 +21,7 @@ from flint import arb, fmpq
 
 from .ivec import Iv, check_fpu, dn, from_arb, from_fmpq, matmul, up
 from .jets64 import Program, _dual_mul, _monotone
-from .lohner64 import Sets, apriori64, lohner_step64
+from .lohner64 import MAX_FAILED_TRIES, Sets, apriori64, lohner_step64
 from .taylor import ReplayError
 
 __all__ = ["OPS64", "ThetaProgram", "cost64", "loss_and_gradient64", "replay_gradient64",
@@ -316,6 +316,7 @@ def replay_gradient64(field, pieces, points, steps, apriori, K: int, m: int):
                               f"(limit {MAX_CELLS:.2g}): fewer points per certificate")  # fmt: skip
         S = Sets.boxes([[(x, x) for x in row] for row in points])
         out, last = [], FACTORS[0]
+        fails = MAX_FAILED_TRIES + sum(len(s) for s in steps) // 4  # failed tries left (search)
         for j, (duration, values) in enumerate(pieces):
             if sum(steps[j], fmpq(0)) != duration or not all(h > 0 for h in steps[j]):
                 raise ReplayError(f"piece {j}: the steps are not positive or do not sum to "
@@ -334,6 +335,11 @@ def replay_gradient64(field, pieces, points, steps, apriori, K: int, m: int):
                         except ReplayError as exc:
                             if "Picard" not in str(exc) or t == len(tries) - 1:
                                 raise
+                            fails -= 1
+                            if fails < 0:
+                                raise ReplayError("resource limit: the a priori factor search "
+                                                  "failed more than MAX_FAILED_TRIES + steps / 4 "
+                                                  "times") from None  # fmt: skip
                     apriori[j][s], last, S = rho, float(rho), new
                     mats.append(step_jacobian64(tp, theta, X, B, h, m))
                 except ReplayError as exc:

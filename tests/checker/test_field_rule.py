@@ -683,3 +683,19 @@ def test_a_certificate_without_a_replay_claims_the_engine_enclosures_widened():
     tight = replaced(cert, ("claim", "enclosures", 1, 0, 0),
                      [cert["claim"]["enclosures"][1][0][0][0]] * 2)  # fmt: skip
     assert "misses the replayed enclosure" in check_certificate(tight).reason
+
+
+def test_a_factor_search_that_keeps_failing_is_cut_off(golden, monkeypatch):
+    import certified.checker.lohner64 as lohner64
+
+    honest, calls = lohner64.apriori64, [0]
+
+    def every_other(prog, P, S, hb, rho):  # the first try of every step fails (the hull itself)
+        calls[0] += 1
+        return S.hull(with_centre=True) if calls[0] % 2 else honest(prog, P, S, hb, rho)
+
+    monkeypatch.setattr(lohner64, "apriori64", every_other)
+    search = replaced(golden, ("hints", "apriori"), "search")
+    monkeypatch.setattr(lohner64, "MAX_FAILED_TRIES", 0)  # steps / 4 failed tries allowed
+    v = check_certificate(search)
+    assert not v.verified and "resource limit: the a priori factor search failed" in v.reason
