@@ -408,3 +408,20 @@ def test_claims_the_replay_misses_fall_back_to_the_replayed_claims(tmp_path, cap
     cert = json.loads(out.read_text())
     assert isinstance(cert["hints"]["apriori"], list)  # the replay's factors
     assert main(["check", str(out)]) == 0
+
+
+def test_tight_claims_are_the_replayed_enclosures(tmp_path, capsys):
+    points = write(tmp_path / "points.json", {"X": [[1.0, 0.5], [-0.5, 0.25]]})
+    out, tight = tmp_path / "c.json", tmp_path / "t.json"
+    args = ["--field", "vanderpol", "--points", points, "--time", "1/2"]
+    assert run_json(capsys, *args, "--out", str(out))[1]["verdict"] == "VERIFIED"
+    assert (
+        run_json(capsys, *args, "--out", str(tight), "--tight-claims")[1]["verdict"] == "VERIFIED"
+    )
+    wide, narrow = json.loads(out.read_text()), json.loads(tight.read_text())
+    assert wide["hints"]["apriori"] == "search" and isinstance(narrow["hints"]["apriori"], list)
+    for (a, b), (c, e) in zip(
+        wide["claim"]["enclosures"][-1][0], narrow["claim"]["enclosures"][-1][0], strict=True
+    ):
+        assert to_fmpq(e) - to_fmpq(c) < to_fmpq(b) - to_fmpq(a)  # tighter
+    assert main(["check", str(tight)]) == 0
