@@ -400,6 +400,7 @@ def test_claims_the_replay_misses_fall_back_to_the_replayed_claims(tmp_path, cap
         return [[[[repr(a), repr(a)] for a in row] for row in L] for L in lo.tolist()]
 
     monkeypatch.setattr(field_flow, "_widened", unwidened)
+    monkeypatch.setattr(field_flow, "AUTO_REPLAY_COST", 0)  # the widened claims even when small
     points = write(tmp_path / "points.json", {"X": [[1.0, 0.5], [-0.5, 0.25]]})
     out = tmp_path / "c.json"
     code, payload = run_json(capsys, "--field", "vanderpol", "--points", points, "--time", "1/2",
@@ -410,7 +411,10 @@ def test_claims_the_replay_misses_fall_back_to_the_replayed_claims(tmp_path, cap
     assert main(["check", str(out)]) == 0
 
 
-def test_tight_claims_are_the_replayed_enclosures(tmp_path, capsys):
+def test_tight_claims_are_the_replayed_enclosures(tmp_path, capsys, monkeypatch):
+    import certified.certificates.field_flow as field_flow
+
+    monkeypatch.setattr(field_flow, "AUTO_REPLAY_COST", 0)  # else small files replay anyway
     points = write(tmp_path / "points.json", {"X": [[1.0, 0.5], [-0.5, 0.25]]})
     out, tight = tmp_path / "c.json", tmp_path / "t.json"
     args = ["--field", "vanderpol", "--points", points, "--time", "1/2"]
@@ -425,3 +429,9 @@ def test_tight_claims_are_the_replayed_enclosures(tmp_path, capsys):
     ):
         assert to_fmpq(e) - to_fmpq(c) < to_fmpq(b) - to_fmpq(a)  # tighter
     assert main(["check", str(tight)]) == 0
+
+
+def test_cheap_certificates_claim_the_replay_by_default(lorenz_run):
+    # a replay under AUTO_REPLAY_COST costs little: the tight claims, not the widened ones
+    _, _, out = lorenz_run
+    assert isinstance(json.loads(out.read_text())["hints"]["apriori"], list)

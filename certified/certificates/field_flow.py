@@ -27,7 +27,9 @@ from certified.fields.field import PiecewiseField
 from certified.flow.options import InitialSets
 from certified.flow.result import FlowEnclosure, FlowStatus
 
-__all__ = ["FieldCertificateError", "field_flow_certificate"]
+__all__ = ["AUTO_REPLAY_COST", "FieldCertificateError", "field_flow_certificate"]
+
+AUTO_REPLAY_COST = 10**7  # replay_cost units (~0.1 us): below, a replay for tight claims pays
 
 
 class FieldCertificateError(Exception):
@@ -70,7 +72,7 @@ def field_flow_certificate(
     result: FlowEnclosure,
     *,
     precision: int | None = None,
-    replay: bool = True,
+    replay: bool | None = True,
 ) -> dict[str, Any]:
     """A flow certificate of a successful :func:`~certified.flow.enclose_flow` result.
 
@@ -80,6 +82,8 @@ def field_flow_certificate(
     checker's float64 replay is usually within that) and the checker picks the a
     priori factors itself (``hints.apriori`` "search"); half the cost of a written certificate,
     but check before relying on it (``certified flow`` falls back to ``replay=True``).
+    ``replay`` None: replay only when the replay is cheap (estimated cost at most
+    :data:`AUTO_REPLAY_COST`, about a second), so small certificates keep the tight claims.
 
     Raises FieldCertificateError when the replay rejects a step (the a priori boxes of the
     producer were too tight for ball arithmetic: rerun with a smaller ``max_step``).
@@ -102,8 +106,10 @@ def field_flow_certificate(
         apriori = [[None] * len(s) for s in h["steps"]]
     else:
         boxes = [[_exact_boxes(B) for B in bs] for bs in h["boxes"]]
-    search = arithmetic == "float64" and not replay  # the checker picks the factors
     cost = replay_cost(field, len(starts), total, h["order"], mean, prec, arithmetic)
+    if replay is None:
+        replay = cost <= AUTO_REPLAY_COST
+    search = arithmetic == "float64" and not replay  # the checker picks the factors
     if cost > MAX_TAYLOR_OPS:  # refuse now rather than replay for minutes and be refused
         raise FieldCertificateError(
             f"the certificate's replay would cost about {cost:.2g} operations, over the "

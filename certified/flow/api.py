@@ -210,7 +210,7 @@ def flow_certificate_for(
     result: FlowEnclosure,
     *,
     precision: int | None = None,
-    replay: bool = True,
+    replay: bool | None = True,
 ) -> dict[str, Any] | None:
     """A version-1 flow certificate of a successful result (``points``: the initial sets given
     to :func:`enclose_flow`), or None when no checker rule covers it.

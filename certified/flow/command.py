@@ -91,8 +91,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tight-claims",
         action="store_true",
         help="claim the checker's own replayed enclosures (replayed here first: about twice "
-        "the time to write); by default the engine's enclosures are claimed, widened (up to 4x "
-        "as wide for smooth fields), and the replay is done once, by the writer's check",
+        "the time to write); by default, for certificates whose replay costs more than about a "
+        "second, the engine's enclosures are claimed, widened (up to 4x as wide for smooth "
+        "fields), and the replay is done once, by the writer's check",
     )
     parser.add_argument(
         "--enclosures",
@@ -394,7 +395,7 @@ def _run_field(args, t0: float, schedule=None) -> int:
         try:  # the engine's claims first (float64 replay), re-checked by the writer
             with progress.stage("building the certificate"):
                 cert = flow_certificate_for(problem, start, result, precision=args.prec,
-                                            replay=args.tight_claims)  # fmt: skip
+                                            replay=args.tight_claims or None)  # fmt: skip
         except FieldCertificateError as exc:
             cert, message = None, str(exc)
         if cert is not None:
