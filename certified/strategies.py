@@ -1,5 +1,5 @@
 """Public hypothesis strategies: datasets, near-degenerate datasets, schedules, measures,
-attention inputs and expression fields.
+attention inputs, expression fields, layer-stack models and token sets.
 
 These strategies generate the inputs the theorems of ``certified`` are about, for property tests
 in your own test suite. They need ``hypothesis`` (a test dependency, ``pip install
@@ -45,6 +45,8 @@ __all__ = [
     "measures",
     "near_degenerate_datasets",
     "schedules",
+    "stack_models",
+    "token_sets",
 ]
 
 LAYOUTS = ("random", "collinear", "lattice", "repeated", "last_bit", "mixed")
@@ -573,3 +575,23 @@ def expression_fields(
         ])  # fmt: skip
 
     return draw_field()
+
+
+def stack_models(d: int, n: int, max_layers: int = 4, scale: float = 1.0) -> Any:
+    """Layer-stack model files (decoded JSON, the format of ``certified transformer stack
+    --model``) on R^d for n tokens: 1..max_layers layers of every kind (attention with 1-2
+    heads, causal or explicit masks; MLPs with relu / tanh / gelu; layer norms with eps > 0),
+    weights of about ``scale``. The strategy
+    lives in :mod:`certified.transformers.stack_strategies` (imported on first use).
+    Guarantee: none."""
+    from certified.transformers.stack_strategies import stack_models as impl
+
+    return impl(d=d, n=n, max_layers=max_layers, scale=scale)
+
+
+def token_sets(n: int, d: int, scale: float = 2.0) -> Any:
+    """``n x d`` token coordinates (dyadic doubles in [-scale, scale]) for
+    :func:`stack_models`. Guarantee: none."""
+    from certified.transformers.stack_strategies import token_sets as impl
+
+    return impl(n=n, d=d, scale=scale)
