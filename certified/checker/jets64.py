@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from flint import arb
 
-from .ivec import Iv, exp_points, from_arb, from_fmpq, matmul
+from .ivec import Iv, Series, exp_points, from_arb, from_fmpq, matmul, series_conv
 from .taylor import ExpressionField, ReplayError, _sin_range
 
 __all__ = ["Program", "jets64"]
@@ -111,13 +111,6 @@ def _conv(A: Iv, B: Iv, k: int, lo: int = 0, hi: int | None = None, w: bool = Fa
     return terms.sum(axis=0)
 
 
-def _square(A: Iv, k: int) -> Iv:
-    """sum_{j=0..k} A_j A_{k-j} = 2 sum_{j < k/2} A_j A_{k-j} + [k even] A_{k/2}^2."""
-    twice = _conv(A, A, k, 0, (k - 1) // 2).scale(np.float64(2)) if k else None
-    mid = _dual_mul(A[k // 2], A[k // 2]) if k % 2 == 0 else None
-    return mid if twice is None else twice if mid is None else twice + mid
-
-
 def _wconv(A: Iv, B: Iv, k: int) -> Iv:
     """(1/k) sum_{j=1..k} j A_j B_{k-j}: coefficient k of c with c' = a' b."""
     return _conv(A, B, k, 1, w=True).divide_int(k)
@@ -167,9 +160,46 @@ def _elementary(op: str, a0: Iv) -> Iv:
     return out
 
 
-def jets64(prog: Program, params: Iv, x0: Iv, seeds: Iv | None, order: int) -> list[Iv]:
+def _series_group(op, args, k, H, Z, gi, n) -> Iv:
+    """Coefficient k of a group of mul (two variables), sqr, exp, tanh or sigmoid nodes: their
+    series kept as ``ivec.Series`` (``Z[gi]``: argument(s), own, auxiliary u), convolutions by
+    ``ivec.series_conv``: ``c_k = sum_j a_j b_{k-j}``; ``y_0 = op(a_0)``,
+    ``y_k = (1/k) sum_{j=1..k} j a_j u_{k-j}`` with ``u = y, 1 - y^2, y - y^2`` (y' = a' u,
+    bounds.md#taylor-ad), ``u_k`` from ``sum_j y_j y_{k-j}``."""
+    size, g = H.shape[0], H.shape[3] - 1
+    if k == 0:
+        Z[gi] = [Series(size + 1, len(args), n, g, 2 * size + 2) for _ in range(4)]
+    A, B, own, aux = Z[gi]
+    A.push(H[k, args[:, 0]])
+    if op == "sqr":
+        return series_conv(A, A, k)
+    if op == "mul":
+        B.push(H[k, args[:, 1]])
+        return series_conv(A, B, k)
+    if k == 0:  # exp, tanh, sigmoid: y' = a' u with u = y, 1 - y^2, y - y^2
+        y = _elementary(op, H[0, args[:, 0]])
+        own.push(y)
+        if op != "exp":
+            u = _dual_mul(y, y)
+            u = y - u if op == "sigmoid" else -u
+            if op == "tanh":  # u_0 = 1 - y_0^2
+                u[..., 0] = u[..., 0] + Iv(np.ones(u.shape[:-1]), np.ones(u.shape[:-1]))
+            aux.push(u)
+        return y
+    y = series_conv(A, own if op == "exp" else aux, k, 1, True).divide_int(k)
+    own.push(y)
+    if op != "exp":
+        cc = series_conv(own, own, k)
+        aux.push(-cc if op == "tanh" else y - cc)
+    return y
+
+
+def jets64(prog: Program, params: Iv, x0: Iv, seeds: Iv | None, order: int,
+           tape: dict | None = None) -> list[Iv]:  # fmt: skip
     """Coefficients ``X[k]`` (Iv of shape (sets, d, 1 + g)) for k = 0..order of the solutions
-    through the boxes ``x0`` (sets, d) with dual parts ``D x_k seeds`` (seeds: (sets, d, g)).
+    through the boxes ``x0`` (sets, d) with dual parts ``D x_k seeds`` (seeds: (sets, d, g));
+    ``tape``, if given, receives the nodes' coefficients ``H`` (order, nodes, sets, 1 + g) and
+    the auxiliary series ``Z`` (for ``sensitivity64.theta_adjoint``).
     Raises ReplayError when an operation leaves its domain or overflows.
     Guarantee: as :func:`certified.checker.taylor.field_jets`, for every set."""
     n, d = x0.shape
@@ -193,6 +223,8 @@ def jets64(prog: Program, params: Iv, x0: Iv, seeds: Iv | None, order: int) -> l
             H[k, idx] = out
         Xk = H[k, prog.outputs]  # (d, n, 1 + g)
         X.append(Iv(np.swapaxes(Xk.lo, 0, 1), np.swapaxes(Xk.hi, 0, 1)).divide_int(k + 1))
+    if tape is not None:
+        tape.update(H=H, Z=Z)
     return X
 
 
@@ -234,11 +266,11 @@ def _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g) -> Iv:
             V.lo[-1] = V.hi[-1] = 0.0
             V.lo[-1, :, 0] = V.hi[-1, :, 0] = float(k == 0)
         return matmul(*Z[gi], V)
-    if op == "mul":
-        if kind[0] or kind[1]:
-            cc, vv = (0, 1) if kind[0] else (1, 0)
-            return c(vv) * c(cc, 0)[..., :1]
-        return _conv(series(0), series(1), k)
+    if op == "mul" and (kind[0] or kind[1]):
+        cc, vv = (0, 1) if kind[0] else (1, 0)
+        return c(vv) * c(cc, 0)[..., :1]
+    if op in ("mul", "sqr", "exp", "tanh", "sigmoid"):
+        return _series_group(op, args, k, H, Z, gi, n)
     own = H[:k, idx]  # this group's coefficients 0..k-1
     if op == "div":
         B = series(1)
@@ -252,8 +284,6 @@ def _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g) -> Iv:
     if op == "logsumexp":
         return _logsumexp(H, args, idx, k, Z, gi)
     A = series(0)
-    if op == "sqr":
-        return _square(A, k)
     if op in ("sin", "cos"):  # (sin a)' = a' cos a, (cos a)' = -a' sin a
         if k == 0:
             sc = _sin_cos(A[0])
@@ -264,29 +294,13 @@ def _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g) -> Iv:
             Z[gi][0][k] = _wconv(A, Z[gi][1], k)
             Z[gi][1][k] = -_wconv(A, Z[gi][0], k)
         return Z[gi][op == "cos"][k]
-    if op not in ("exp", "log", "sqrt", "tanh", "sigmoid"):
+    if op not in ("log", "sqrt"):
         raise ReplayError(f"{op}: not in the float64 replay")
-    if k == 0 and op in ("log", "sqrt") and not bool((A[0].lo[..., 0] > 0).all()):
+    if k == 0 and not bool((A[0].lo[..., 0] > 0).all()):
         r, i = map(int, np.argwhere(~(A[0].lo[..., 0] > 0))[0])
         raise ReplayError(f"set {i}: node {int(idx[r])} ({op}): its argument's ball is not > 0")
     if k == 0:
-        y = _elementary(op, A[0])
-        if op in ("tanh", "sigmoid"):  # y' = a' z with z = 1 - y^2, resp. y - y^2
-            yy = _dual_mul(y, y)
-            one = Iv.zeros(y.shape)
-            one.lo[..., 0] = one.hi[..., 0] = 1.0
-            Z[gi] = Iv.zeros((H.shape[0], *y.shape))
-            Z[gi][0] = one - yy if op == "tanh" else y - yy
-        return y
-    if op == "exp":
-        return _wconv(A, own, k)
-    if op in ("tanh", "sigmoid"):
-        y = _wconv(A, Z[gi], k)
-        C = Iv(np.concatenate([own.lo, y.lo[None]]), np.concatenate([own.hi, y.hi[None]]))
-        cc = _square(C, k)
-        if k < Z[gi].shape[0]:
-            Z[gi][k] = -cc if op == "tanh" else y - cc
-        return y
+        return _elementary(op, A[0])
     if op == "log":
         corr = _conv(own, A, k, 1, k - 1, True).divide_int(k) if k > 1 else None
         return _dual_div(A[k] if corr is None else A[k] - corr, A[0])

@@ -96,8 +96,11 @@ class Sets:
         return _point(self.centre) + _matvec(self.C, r)
 
 
-def lohner_step64(prog: Program, params: Iv, S: Sets, h: fmpq, B: Iv, K: int, m: int) -> Sets:
-    """One step of length h of every set with the a priori boxes B (n, d).
+def lohner_step64(prog: Program, params: Iv, S: Sets, h: fmpq, B: Iv, K: int, m: int,
+                  out: dict | None = None) -> Sets:  # fmt: skip
+    """One step of length h of every set with the a priori boxes B (n, d); ``out``, if given,
+    receives ``J`` (n, d, d), the enclosure of the step's Jacobian over the hulls (order m,
+    bounds.md#variational), and ``L`` (n,) the bounds on ``|Df(B)|_inf``.
     Guarantee: the returned sets contain Phi_h(x) for every x in the given ones."""
     n, d = B.shape
     hb = from_fmpq([h])
@@ -139,6 +142,8 @@ def lohner_step64(prog: Program, params: Iv, S: Sets, h: fmpq, B: Iv, K: int, m:
         raise ReplayError(f"set {i}: the new basis C is singular")
     Ci = _inverse(C)
     r = _imatvec(_imatmul(Ci, A), S.r) + _imatvec(Ci, z)
+    if out is not None:
+        out.update(J=J, L=L)
     return Sets(centre, C, r)
 
 

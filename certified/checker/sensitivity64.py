@@ -3,15 +3,14 @@ points at once in float64 intervals (public: producers compute with it the claim
 replays; proofs/training.md#sensitivity64).
 
 The flow of every point is the batched Lohner step of ``lohner64`` (a priori boxes from the
-hints' factors, ``apriori64``); each step's ``(M_h, S_h)`` is bounds.md#variational for the
-augmented field ``(f(x; theta), 0)`` over ``X x {theta}`` and ``B x {theta}`` as in
-``sensitivity.step_jacobian``, its Taylor coefficients computed by :func:`theta_jets`: the
-recurrences of ``jets64`` over the compiled groups of the field (``jets64.Program``), each
-node's dual carrying the d state and the P parameter directions. A parameter is a constant
-whose dual is a unit vector, so a row ``sum_t c_t v_t`` of constants is one ``ivec.matmul``
-plus the values ``v_t`` scattered into the columns of its parameters: the parameters' series
-cost nothing. The adjoint runs backwards over the steps, ``g += S_h^T q``, ``q <- M_h^T q``,
-in the same intervals (proofs/training.md#gradient)."""
+hints' factors, ``apriori64``), whose order-m variational enclosure is the step matrix
+``M_h = dx(t+h)/dx(t)`` (bounds.md#variational). The loss needs the parameter sensitivities only
+through ``q^T S_h`` (q the discrete adjoint at the step's end), so they are never formed: per step
+and point, ``q^T S_h`` is enclosed by one reverse sweep (:func:`theta_adjoint`) through the
+Taylor recurrences of the field (``jets64.Program``, values only) weighted by ``q h^k``, plus the
+remainder's ``|q^T D_x x_m(B)| s`` with s the a priori bound on ``|S(t)|`` (training.md
+#sensitivity64). The adjoint runs backwards over the steps, ``g += q^T S_h``,
+``q <- M_h^T q``, in the same intervals (proofs/training.md#gradient)."""
 
 from __future__ import annotations
 
@@ -19,18 +18,17 @@ import flint
 import numpy as np
 from flint import arb, fmpq
 
-from .ivec import Iv, check_fpu, dn, from_arb, from_fmpq, matmul, up
-from .jets64 import Program, _dual_mul, _monotone
+from .ivec import Iv, check_fpu, from_arb, from_fmpq, matmul
+from .jets64 import Program, jets64
 from .lohner64 import MAX_FAILED_TRIES, Sets, apriori64, lohner_step64
 from .taylor import ReplayError
 
 __all__ = ["OPS64", "ThetaProgram", "cost64", "loss_and_gradient64", "replay_gradient64",
-           "supported64", "theta_jets"]  # fmt: skip
+           "supported64", "theta_adjoint"]  # fmt: skip
 
 OPS64 = ("x", "p", "c", "add", "sub", "neg", "sum", "mul", "sqr", "exp", "tanh", "sigmoid")
 FACTORS = [2.0**k for k in range(-8, 7)]  # the a priori factors a producer tries, in order
 MAX_CELLS = 10**8  # the coefficients of one step held at once (1.6 GB)
-FORWARD_M = 3  # the Lohner step's variational order (the sets of points stay thin: J C r is tiny)
 
 
 def supported64(field) -> bool:
@@ -39,298 +37,185 @@ def supported64(field) -> bool:
                for (op, *_), c in zip(field.nodes, field.const, strict=True))  # fmt: skip
 
 
+def _series_cost(field, sets: int, cols: int, order: int) -> int:
+    """The cells of the Taylor series of ``jets64`` to ``order`` (m^2 / 2 convolution terms for
+    the nonlinear nodes, m matrix rows for the others), per column and set, over 8."""
+    conv = sum(op in ("mul", "sqr", "exp", "tanh", "sigmoid") for op, *_ in field.nodes)
+    rows = len(field.nodes) - len(field.names)
+    return cols * sets * (3 * conv * (order * order + 2 * order) + rows * order) // 8
+
+
 def cost64(field, n: int, steps: int, K: int, m: int) -> int:
-    """Estimated cost of :func:`replay_gradient64` in the units of ``lohner.MAX_TAYLOR_OPS``
-    (~0.1 us): per step, the series of the nodes with 1 + d + P dual parts (m^2 / 2
-    convolution terms for the nonlinear ones, m matrix products), and the Lohner step."""
+    """Estimated cost of :func:`replay_gradient64` and :func:`loss_and_gradient64` in the units
+    of ``lohner.MAX_TAYLOR_OPS`` (~0.1 us): per step the Lohner step (order K values and the
+    order-m variational series with d parts, 2n sets), the order-1 sweep bounding f_theta
+    (d n sets), and the backward step: the order-m values again and their reverse sweep
+    (about three times the values), plus the numpy calls (~2 us each) of every group."""
     d, P = field.dimension, len(field.names)
-    conv = sum(op in ("mul", "sqr", "exp", "tanh", "sigmoid") for op, *_ in field.nodes) - P
-    rows = len(field.nodes) - P
-    cells = (d + P + 1) * (2 * n) * (3 * max(conv, 0) * (m * m + 2 * m) + rows * m) // 8
-    return int(steps * (cells + 400 * (2 * K + 3 * m) + n * (K * K + 8 * d**3) * 4))
+    per = (_series_cost(field, 2 * n, 1 + d, m) + _series_cost(field, 2 * n, 1, K)
+           + 4 * _series_cost(field, 2 * n, 1, m) + 4 * _series_cost(field, d * n, 1, 1)
+           + n * (P + 8 * d**3) + 60 * len(field.nodes) * (K + 4 * m))  # fmt: skip
+    return int(steps * per)
 
 
 class ThetaProgram:
-    """A field compiled for :func:`theta_jets`: its ``jets64.Program`` and the storage slots of
-    the nodes computed at each order (the non-constant ones and the constant leaves read as
-    arguments)."""
+    """A field compiled for :func:`theta_adjoint`: its ``jets64.Program``, the parameter index
+    of every parameter leaf, and per ``lincomb`` group the (row, column, leaf) entries whose
+    constant is a parameter."""
 
     def __init__(self, field) -> None:
         if not supported64(field):
             raise ReplayError(f"the float64 gradient replay takes the operations {OPS64}")
         self.field, self.prog = field, Program(field)
         self.d, self.P = field.dimension, len(field.names)
-        nodes, const = field.nodes, field.const
-        self.pidx = {i: a[0] for i, (op, *a) in enumerate(nodes) if op == "p"}
-        slots, leaves = {}, set()
-        for op, cst, kind, idx, args, _ in self.prog.groups:
-            if cst:
-                continue
-            base = len(slots)
-            slots.update((int(i), base + k) for k, i in enumerate(idx))
-            if op != "lincomb":
-                for col in range(args.shape[1]):
-                    if not (op == "mul" and kind[col]):
-                        leaves.update(int(a) for a in args[:, col] if const[a])
-        for i in sorted(leaves):
-            slots[i] = len(slots)
-        self.slots, self.leaves = slots, sorted(leaves)
-        self.terms = {}  # lincomb group -> rounds of (row, column, parameter) with one
-        for gi, (op, _, _, _, _, value) in enumerate(self.prog.groups):  # (row, parameter) each
+        self.pidx = {i: a[0] for i, (op, *a) in enumerate(field.nodes) if op == "p"}
+        self.terms = {}
+        for gi, (op, _, _, _, _, value) in enumerate(self.prog.groups):
             if op == "lincomb":
-                rows, cols, cn = value
-                seen, rounds = {}, []
-                for r, c, q in zip(rows.tolist(), cols.tolist(), cn.tolist(), strict=True):
-                    if q in self.pidx:
-                        k = seen.get((r, self.pidx[q]), 0)
-                        seen[(r, self.pidx[q])] = k + 1
-                        rounds.extend([] for _ in range(k + 1 - len(rounds)))
-                        rounds[k].append((r, c, self.pidx[q]))
-                self.terms[gi] = [tuple(np.array(t) for t in zip(*rd, strict=True))
-                                  for rd in rounds]  # fmt: skip
+                at = [t for t, q in enumerate(value[2].tolist()) if q in self.pidx]
+                self.terms[gi] = tuple(v[at] for v in value)
 
 
-def _gather(H: Iv, where: np.ndarray) -> Iv:
-    return Iv(H.lo[where], H.hi[where])
+def _acc(T: Iv, pre: tuple, where: np.ndarray, v: Iv) -> None:
+    """``T[(*pre, where)] += v`` rounded outward (``where`` indexes the axis after ``pre``; v
+    has that axis second to last); repeated indices are added one at a time."""
+    if len(set(where.tolist())) == len(where):
+        key = (*pre, where)
+        s = Iv(T.lo[key], T.hi[key]) + v
+        T.lo[key], T.hi[key] = s.lo, s.hi
+        return
+    for r, w in enumerate(where.tolist()):
+        key = (*pre, w)
+        s = Iv(T.lo[key], T.hi[key]) + v[..., r, :]
+        T.lo[key], T.hi[key] = s.lo, s.hi
 
 
-def _mr(x: Iv) -> tuple[np.ndarray, np.ndarray]:
-    """Midpoints and radii (bounds.md#matmul: the radius covers both exact differences)."""
-    m = x.lo + (x.hi - x.lo) * 0.5
-    return m, up(np.maximum(x.hi - m, m - x.lo))
+def _rev(a: Iv) -> Iv:
+    return Iv(a.lo[::-1], a.hi[::-1])
 
 
-class _Series:
-    """Coefficients 0, 1, ... of G nodes for n sets: values as intervals, dual parts (D of them)
-    as midpoints with the two factors of bounds.md#matmul, ``max(r + g|m|, 2^-900)`` and
-    ``max(|m| + r, 2^-900)``, g >= gamma_c for the dot products of up to ``c`` terms."""
-
-    def __init__(self, size: int, G: int, n: int, D: int, c: int) -> None:
-        self.lo, self.hi = np.zeros((size, G, n)), np.zeros((size, G, n))
-        self.m, self.f1, self.f2 = (np.empty((size, G, n, D)) for _ in range(3))
-        self.g, self.k = (c + 1) * 2.0**-53, 0
-
-    def push(self, x: Iv) -> None:
-        k = self.k
-        self.lo[k], self.hi[k] = x.lo[..., 0], x.hi[..., 0]
-        m, r = _mr(x[..., 1:])
-        am = np.abs(m)
-        self.m[k] = m
-        self.f1[k] = np.maximum(r + self.g * am, 2.0**-900)
-        self.f2[k] = np.maximum(am + r, 2.0**-900)
-        self.k = k + 1
-
-    def values(self, at: slice) -> Iv:
-        return Iv(self.lo[at], self.hi[at])
-
-
-def _einsum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.einsum("jgn,jgnd->gnd", a, b)
+def theta_adjoint(tp: ThetaProgram, tape: dict, Xb: list[Iv], order: int) -> tuple[Iv, Iv]:
+    """Reverse sweep of the Taylor recurrences recorded in ``tape`` (``jets64`` to ``order``
+    over N sets, any seeds: only the values are read): with weights ``Xb[k]`` (N, d) of the
+    coefficients ``X[k]``, k = 0..order, enclosures (N, P) and (N, d) of the gradients of
+    ``sum_k Xb[k] . X[k]`` with respect to the parameters and to the start, for every start in
+    the sets and every weight in ``Xb``.
+    Guarantee: encloses (proofs/training.md#sensitivity64, reverse mode of bounds.md#taylor-ad)."""
+    prog, H = tp.prog, tape["H"]
+    Hv = Iv(H.lo[..., 0], H.hi[..., 0])  # (order, nodes, N)
+    N = Hv.shape[2]
+    Hb, Cb = Iv.zeros((order, prog.size, N)), Iv.zeros((prog.size, N))
+    XbT = [Iv(np.ascontiguousarray(x.lo.T), np.ascontiguousarray(x.hi.T)) for x in Xb]
+    Zb = {}
+    for k in reversed(range(order)):
+        _acc(Hb, (k,), prog.outputs, XbT[k + 1].divide_int(k + 1))
+        for gi in reversed(range(len(prog.groups))):
+            if not prog.groups[gi][1]:  # constant leaves: read at the end
+                _reverse(tp, gi, k, Hv, Hb, Cb, tape["Z"], Zb, XbT)
+    thb = Iv.zeros((tp.P, N))
+    for i, q in tp.pidx.items():  # a parameter: its uses as a coefficient and as a leaf
+        thb[q] = thb[q] + (Cb[i] + Hb[0, i])
+    return Iv(thb.lo.T, thb.hi.T), Iv(XbT[0].lo.T, XbT[0].hi.T)
 
 
-def _conv(A: _Series, B: _Series, k: int, first: int = 0, weighted: bool = False) -> Iv:
-    """sum_{j=first..k} A_j B_{k-j} (times j if weighted) as duals: the values in intervals;
-    the dual parts ``sum_j (a_j0 b'_{k-j} + a'_j b_{k-j,0})`` one dot product of c = 2J terms
-    per entry, by midpoint and radius with the bound of ivec.matmul (bounds.md#matmul)."""
-    ja, jb = slice(first, k + 1), slice(k - first, None, -1) if k > first else slice(0, 1)
-    a, b = A.values(ja), B.values(jb)
-    if weighted:
-        w = np.arange(first, k + 1, dtype=float).reshape(-1, 1, 1)
-        a, bw = a.scale(w), b.scale(w)
-    else:
-        bw = b
-    val = (a * b).sum(axis=0)
-    (am1, ar1), (am2, ar2) = _mr(a), _mr(bw)
-    Ym = _einsum(am1, B.m[jb]) + _einsum(am2, A.m[ja])
-    R = (_einsum(np.abs(am1), B.f1[jb]) + _einsum(np.abs(am2), A.f1[ja])) + (
-        _einsum(ar1, B.f2[jb]) + _einsum(ar2, A.f2[ja]))  # fmt: skip
-    c = 2 * (k + 1 - first)
-    R = R * (1.0 + 4 * (c + 4) * 2.0**-53) + 4 * c * 2.0**-1074
-    out = Iv(np.empty((*val.shape, 1 + Ym.shape[-1])), np.empty((*val.shape, 1 + Ym.shape[-1])))
-    out[..., 0] = val
-    out.lo[..., 1:], out.hi[..., 1:] = dn(Ym - R), up(Ym + R)
-    return out
-
-
-def theta_jets(tp: ThetaProgram, theta: Iv, x0: Iv, seeds: Iv, order: int) -> list[Iv]:
-    """Coefficients ``X[k]`` (n, d, 1 + d + P), k = 0..order, of the solutions of the augmented
-    field through ``x0 x {theta}`` with dual parts ``D z_k`` times the seeds: ``seeds`` (n, d,
-    d + P) the x-rows, the theta-rows those of the identity. Raises ReplayError on overflow.
-    Guarantee: as :func:`certified.checker.taylor.field_jets` for the augmented field."""
-    n, d = x0.shape
-    D, prog, slots, nodes = seeds.shape[2], tp.prog, tp.slots, tp.field.nodes
-    cv = from_fmpq([nodes[i][1] if nodes[i][0] == "c" else fmpq(0) for i in range(len(nodes))])
-    for i, q in tp.pidx.items():
-        cv.lo[i], cv.hi[i] = theta.lo[q], theta.hi[q]
-    X0 = Iv.zeros((n, d, 1 + D))
-    X0[..., 0] = x0
-    X0[..., 1:] = seeds
-    X, H, Z, mats = [X0], [], {"order": order}, {}
-    for k in range(order):
-        Hk = Iv.zeros((len(slots), n, 1 + D))
-        H.append(Hk)
-        if k == 0:
-            for i in tp.leaves:
-                Hk.lo[slots[i], :, 0], Hk.hi[slots[i], :, 0] = cv.lo[i], cv.hi[i]
-                if i in tp.pidx:
-                    Hk.lo[slots[i], :, 1 + d + tp.pidx[i]] = 1.0
-                    Hk.hi[slots[i], :, 1 + d + tp.pidx[i]] = 1.0
-        for gi, (op, cst, kind, idx, args, value) in enumerate(prog.groups):
-            if cst:
-                continue
-            out = _group(tp, op, kind, idx, args, value, k, H, X, Z, mats, gi, cv, n, d)
-            if not out.finite():
-                raise ReplayError(f"node {int(idx[0])} ({op}) leaves its domain or overflows")
-            where = np.array([slots[int(i)] for i in idx])
-            Hk.lo[where], Hk.hi[where] = out.lo, out.hi
-        Xk = _gather(Hk, np.array([slots[o] for o in prog.outputs]))
-        X.append(Iv(np.swapaxes(Xk.lo, 0, 1), np.swapaxes(Xk.hi, 0, 1)).divide_int(k + 1))
-    return X
-
-
-def _group(tp, op, kind, idx, args, value, k, H, X, Z, mats, gi, cv, n, d) -> Iv:
-    slots = tp.slots
-
-    def ser(col: int, j: int) -> Iv:  # coefficient j of argument col of every member
-        return _gather(H[j], np.array([slots[int(a)] for a in args[:, col]]))
-
+def _reverse(tp, gi, k, Hv, Hb, Cb, Z, Zb, XbT) -> None:
+    """Adds the adjoints of group gi's arguments from those of its order-k coefficients."""
+    op, _, kind, idx, args, _ = tp.prog.groups[gi]
+    Y = Hb[k, idx]  # (G, N)
     if op == "x":
-        Xk = X[k][:, args[:, 0]]
-        return Iv(np.swapaxes(Xk.lo, 0, 1), np.swapaxes(Xk.hi, 0, 1))
-    if op in ("add", "sub", "neg"):
-        out = -ser(0, k) if op == "neg" else ser(0, k)
-        for col in range(1, args.shape[1]):
-            out = out - ser(col, k) if op == "sub" else out + ser(col, k)
-        return out
-    if op == "sum":
-        where = np.array([[slots[int(a)] for a in row] for row in args])
-        A = _gather(H[k], where)  # (G, arity, n, 1 + D)
-        return A.sum(axis=1)
-    if op == "lincomb":
-        rows, cols, cn = value
-        if k == 0:
-            G = len(idx)
-            Mlo, Mhi = np.zeros((G, len(args))), np.zeros((G, len(args)))
-            Mlo[rows, cols], Mhi[rows, cols] = cv.lo[cn], cv.hi[cn]
-            mats[gi] = (Mlo, Mhi)
-        var = [slots[int(a)] for a in args[:, 0] if a >= 0]
-        V = Iv.zeros((len(args), n, H[k].shape[2]))
-        V[: len(var)] = _gather(H[k], np.array(var, dtype=np.int64))
-        if args[-1, 0] == -1 and k == 0:  # the constant 1 (an offset)
-            V.lo[-1, :, 0] = V.hi[-1, :, 0] = 1.0
-        out = matmul(*mats[gi], V)
-        for r, c, q in tp.terms[gi]:  # d(c_t v_t)/d theta_q = v_t: the value, scattered
-            at = (r, slice(None), 1 + d + q)
-            out[at] = out[at] + V[c, :, 0]
-        return out
-    if op == "mul" and (kind[0] or kind[1]):
+        _acc(XbT[k], (), args[:, 0], Y)
+    elif op in ("add", "sub", "neg", "sum"):
+        for col in range(args.shape[1]):
+            _acc(Hb, (k,), args[:, col], -Y if op == "neg" or (op == "sub" and col) else Y)
+    elif op == "lincomb":  # rows = M cols: cols += M^T rows; a parameter coefficient: rows v_t
+        Mlo, Mhi = Z[gi]
+        Vb = matmul(np.ascontiguousarray(Mlo.T), np.ascontiguousarray(Mhi.T), Y)
+        var = args[:, 0] >= 0
+        _acc(Hb, (k,), args[var, 0], Vb[var])
+        rows, cols, cn = tp.terms[gi]
+        V = Iv.zeros((len(args), Y.shape[1]))
+        V[var] = Hv[k, args[var, 0]]
+        V.lo[~var] = V.hi[~var] = float(k == 0)  # the offset column: the constant 1
+        if len(rows):
+            _acc(Cb, (), cn, Y[rows] * V[cols])
+    elif op == "mul" and (kind[0] or kind[1]):
         cc, vv = (0, 1) if kind[0] else (1, 0)
-        V, c = ser(vv, k), args[:, cc]
-        out = V * Iv(cv.lo[c][:, None, None], cv.hi[c][:, None, None])
-        rows = [(r, tp.pidx[int(a)]) for r, a in enumerate(c) if int(a) in tp.pidx]
-        if rows:
-            r, q = (np.array(t) for t in zip(*rows, strict=True))
-            out[r, :, 1 + d + q] = out[r, :, 1 + d + q] + V[r, :, 0]
-        return out
-    G, D = len(idx), H[k].shape[2] - 1
-    if k == 0:
-        Z[gi] = [_Series(Z["order"] + 1, G, n, D, 2 * Z["order"] + 2) for _ in range(4)]
-    A, B, own, aux = Z[gi]
-    A.push(ser(0, k))
-    if op in ("mul", "sqr"):
+        _acc(Hb, (k,), args[:, vv], Y * Hv[0, args[:, cc]])
+        par = np.array([int(a) in tp.pidx for a in args[:, cc]], dtype=bool)
+        if par.any():
+            _acc(Cb, (), args[par, cc], Y[par] * Hv[k, args[par, vv]])
+    elif op in ("mul", "sqr"):  # c_k = sum_j a_j b_{k-j}: a_j += c b_{k-j}, b_{k-j} += c a_j
+        A = Hv[: k + 1, args[:, 0]]
+        Y1 = Y[None]
         if op == "sqr":
-            return _conv(A, A, k)
-        B.push(ser(1, k))
-        return _conv(A, B, k)
-    if k == 0:  # exp, tanh, sigmoid: y' = a' u with u = y, 1 - y^2, y - y^2
-        a0 = ser(0, 0)
-        y = Iv(np.empty(a0.shape), np.empty(a0.shape))
-        y[..., 0] = y0 = _monotone(op, a0[..., 0])
-        one = Iv(np.ones(y0.shape), np.ones(y0.shape))
-        u0 = y0 if op == "exp" else one - y0 * y0 if op == "tanh" else y0 - y0 * y0
-        y[..., 1:] = a0[..., 1:] * u0[..., None]
-        own.push(y)
-        if op != "exp":
-            u = _dual_mul(y, y)
-            u = -u if op == "tanh" else y - u
-            u[..., 0] = u0
-            aux.push(u)
-        return y
-    y = _conv(A, own if op == "exp" else aux, k, 1, True).divide_int(k)
-    own.push(y)
-    if op != "exp":
-        cc = _conv(own, own, k)
-        aux.push(-cc if op == "tanh" else y - cc)
-    return y
-
-
-def _poly(coefs: list[Iv], h: Iv) -> Iv:
-    out = coefs[-1]
-    for c in reversed(coefs[:-1]):
-        out = out * h + c
-    return out
-
-
-def step_jacobian64(tp: ThetaProgram, theta: Iv, X: Iv, B: Iv, h: fmpq, m: int) -> tuple:
-    """``(M_h, S_h)`` (n, d, d) and (n, d, P) enclosing the step's Jacobians at every x in the
-    boxes X, B the step's a priori boxes (Picard-validated by ``lohner_step64``).
-    Guarantee: encloses (proofs/training.md#sensitivity, #sensitivity64)."""
-    n, d = X.shape
-    D = d + tp.P
-    hb = from_fmpq([h])
-    eye = np.broadcast_to(np.eye(d, D), (n, d, D))
-    df = theta_jets(tp, theta, B, Iv(eye, eye), 1)[1][..., 1:].mag()
-    # >= |D_x f(B)|_inf and |D_theta f(B)|_inf per point (row sums, rounded up)
-    Lx = Iv(df[..., :d], df[..., :d]).sum(axis=2).hi.max(axis=1)
-    Lt = Iv(df[..., d:], df[..., d:]).sum(axis=2).hi.max(axis=1)
-    with flint.ctx.workprec(53):
-        grow = [(arb(float(x)) * arb(h)).exp() for x in Lx.tolist()]  # e^{L_x h}
-        e = from_arb([g - 1 for g in grow]).hi
-        hg = [arb(h) * g for g in grow]  # h e^{L_x h}
-        s = from_arb([arb(float(t)) * q for t, q in zip(Lt.tolist(), hg, strict=True)]).hi
-    if not (np.isfinite(e).all() and np.isfinite(s).all()):
-        raise ReplayError("the variational bound overflows")
-    rad = np.concatenate([np.broadcast_to(e[:, None, None], (n, d, d)),
-                          np.broadcast_to(s[:, None, None], (n, d, D - d))], axis=2)  # fmt: skip
-    VB = Iv(eye, eye) + Iv(-rad, rad)  # rounded outward
-    BX = Iv(np.concatenate([B.lo, X.lo]), np.concatenate([B.hi, X.hi]))
-    both = theta_jets(
-        tp, theta, BX, Iv(np.concatenate([VB.lo, eye]), np.concatenate([VB.hi, eye])), m
-    )
-    J = _poly([both[k][n:, :, 1:] for k in range(m)] + [both[m][:n, :, 1:]], hb)
-    return J[..., :d], J[..., d:]
+            _acc(Hb, (slice(0, k + 1),), args[:, 0], (Y1 * _rev(A)).scale(np.float64(2)))
+        else:
+            B = Hv[: k + 1, args[:, 1]]
+            _acc(Hb, (slice(0, k + 1),), args[:, 0], Y1 * _rev(B))
+            _acc(Hb, (slice(0, k + 1),), args[:, 1], Y1 * _rev(A))
+    else:  # exp, tanh, sigmoid: y_k = (1/k) sum_{j=1..k} j a_j u_{k-j}
+        y = Hv[: k + 1, idx]
+        if op == "exp":
+            U, Ub = Hv, Hb  # u = y itself: its adjoints are the node's
+        else:
+            U = Z[gi][3].values(slice(None))  # jets64._Series of u: (order + 1, G, N)
+            if gi not in Zb:
+                Zb[gi] = Iv.zeros(U.shape)
+            Ub = Zb[gi]  # u_k = [k = 0] - sum_j y_j y_{k-j} (tanh), y_k - sum_j y_j y_{k-j}
+            u = Ub[k][None]
+            dy = -(u * _rev(y)).scale(np.float64(2))
+            if op == "sigmoid":
+                dy[k] = dy[k] + Ub[k]
+            _acc(Hb, (slice(0, k + 1),), idx, dy)
+            Y = Hb[k, idx]
+        if k == 0:  # y_0 = op(a_0), op'(a_0) = u_0
+            _acc(Hb, (0,), args[:, 0], Y * (Hv[0, idx] if op == "exp" else U[0]))
+            return
+        w = np.arange(1, k + 1, dtype=float)[:, None, None]
+        Yk = Y.divide_int(k)[None]
+        us = Hv[:k, idx] if op == "exp" else U[:k]
+        _acc(Hb, (slice(1, k + 1),), args[:, 0], (Yk * _rev(us)).scale(w))
+        du = (Yk * _rev(Hv[1 : k + 1, args[:, 0]])).scale(w[::-1])  # u_i, i = k - j
+        if op == "exp":
+            _acc(Ub, (slice(0, k),), idx, du)
+        else:
+            Ub[:k] = Ub[:k] + du
 
 
 def replay_gradient64(field, pieces, points, steps, apriori, K: int, m: int):
-    """The final boxes (n, d) and, per piece and step, ``(M_h, S_h)`` of every point: pieces are
+    """The final boxes (n, d) and, per piece and step, what the backward pass reads: the boxes
+    B and X, the step matrix ``M_h`` (n, d, d) and the bound s on ``|S(t)|_inf``; pieces are
     (duration, exact parameters), ``apriori[j][s]`` the factor of step s of piece j (None:
     chosen from :data:`FACTORS`, from half the last one, and stored). Raises ReplayError naming
     the piece and step. Guarantee: encloses (proofs/training.md#sensitivity64)."""
     check_fpu()
+    if m < 1:
+        raise ReplayError("the variational order must be >= 1")
     with np.errstate(all="ignore"):  # non-finite values are rejected by checks, not warned
         tp = ThetaProgram(field)
-        series = sum(len(g[3]) for g in tp.prog.groups if g[0] in OPS64[7:])  # 4 series each
-        cells = (m + 1) * (len(tp.slots) + 4 * series) * 2 * len(points) * (1 + tp.d + tp.P)
+        n, d = len(points), tp.d
+        series = sum(len(g[3]) for g in tp.prog.groups if g[0] in OPS64[7:])
+        cells = (m + 1) * (tp.prog.size + series) * 2 * n * (1 + d)
         if cells > MAX_CELLS:  # the stored coefficients of one step, 16 bytes a cell
             raise ReplayError(f"resource limit: a step stores {cells:.2g} interval cells "
                               f"(limit {MAX_CELLS:.2g}): fewer points per certificate")  # fmt: skip
         S = Sets.boxes([[(x, x) for x in row] for row in points])
-        out, last = [], FACTORS[0]
+        out, last = [tp], FACTORS[0]
         fails = MAX_FAILED_TRIES + sum(len(s) for s in steps) // 4  # failed tries left (search)
         for j, (duration, values) in enumerate(pieces):
             if sum(steps[j], fmpq(0)) != duration or not all(h > 0 for h in steps[j]):
                 raise ReplayError(f"piece {j}: the steps are not positive or do not sum to "
                                   f"{duration}")  # fmt: skip
-            theta, mats = from_fmpq(values), []
+            theta, recs = from_fmpq(values), []
             for s, h in enumerate(steps[j]):
                 try:
-                    X, hb = S.hull(with_centre=True), from_fmpq([h])
+                    X, hb, info = S.hull(with_centre=True), from_fmpq([h]), {}
                     tries = [apriori[j][s]] if apriori[j][s] is not None else [
                         fmpq(int(r * 256), 256) for r in FACTORS if r >= last / 2]  # fmt: skip
                     for t, rho in enumerate(tries):
                         B = apriori64(tp.prog, theta, S, hb, float(rho))
                         try:
-                            new = lohner_step64(tp.prog, theta, S, h, B, K, min(m, FORWARD_M))
+                            new = lohner_step64(tp.prog, theta, S, h, B, K, m, info)
                             break
                         except ReplayError as exc:
                             if "Picard" not in str(exc) or t == len(tries) - 1:
@@ -341,19 +226,60 @@ def replay_gradient64(field, pieces, points, steps, apriori, K: int, m: int):
                                                   "failed more than MAX_FAILED_TRIES + steps / 4 "
                                                   "times") from None  # fmt: skip
                     apriori[j][s], last, S = rho, float(rho), new
-                    mats.append(step_jacobian64(tp, theta, X, B, h, m))
+                    recs.append((theta, B, X, h, info["J"], _s_bound(tp, theta, B, info["L"], h)))
                 except ReplayError as exc:
                     raise ReplayError(f"piece {j}, step {s}: {exc}") from None
-            out.append(mats)
+            out.append((recs, m))
         return S.hull(), out
+
+
+def _s_bound(tp, theta: Iv, B: Iv, Lx: np.ndarray, h: fmpq) -> np.ndarray:
+    """``s >= L_theta h e^{L_x h}`` per point, ``L_theta >= sup_B |f_theta|_inf`` the row sums
+    of the parameter gradients of every f_i = X[1]_i over B by :func:`theta_adjoint` (one set
+    per point and row) (training.md#sensitivity64, item 3)."""
+    n, d = B.shape
+    tape, e = {}, np.repeat(np.eye(d), n, axis=0)
+    jets64(tp.prog, theta, Iv(np.tile(B.lo, (d, 1)), np.tile(B.hi, (d, 1))), None, 1, tape)
+    mag = theta_adjoint(tp, tape, [Iv.zeros((d * n, d)), Iv(e, e.copy())], 1)[0].mag()
+    Lt = Iv(mag, mag.copy()).sum(axis=1).hi.reshape(d, n).max(axis=0)
+    with flint.ctx.workprec(53):
+        s = from_arb([arb(float(t)) * arb(h) * (arb(float(x)) * arb(h)).exp()
+                      for t, x in zip(Lt.tolist(), Lx.tolist(), strict=True)]).hi  # fmt: skip
+    if not np.isfinite(s).all():
+        raise ReplayError("the variational bound overflows")
+    return s
+
+
+def _step_gradient(tp, rec, m: int, q: Iv) -> Iv:
+    """Enclosure (P,) of ``sum_i q_i^T S_{h,i}`` for one step (rec from the forward pass):
+    ``sum_{k<m} h^k q^T D_theta x_k(X)`` and ``h^m q^T (D_theta x_m(B) + D_x x_m(B) S_B)``,
+    ``S_B = [-s, s]``, in one reverse sweep over the sets B and X stacked."""
+    theta, B, X, h, _, s = rec
+    n, d = X.shape
+    tape, hb = {}, from_fmpq([h])
+    jets64(tp.prog, theta, Iv(np.concatenate([B.lo, X.lo]), np.concatenate([B.hi, X.hi])),
+           None, m, tape)  # fmt: skip
+    Xb, hk = [], Iv(np.ones((1, 1)), np.ones((1, 1)))
+    for k in range(m + 1):  # weights q h^k: of X for k < m, of B for k = m
+        Xb.append(Iv.zeros((2 * n, d)))
+        Xb[k][slice(n, None) if k < m else slice(0, n)] = q * hk
+        hk = hk * Iv(hb.lo[:, None], hb.hi[:, None])
+    thb, x0b = theta_adjoint(tp, tape, Xb, m)
+    gx = x0b[:n].mag()
+    rad = (Iv(gx, gx.copy()).sum(axis=1) * Iv(s, s.copy())).hi  # >= s sum_i |g_x,i|
+    per = thb[:n] + thb[n:] + Iv(-rad[:, None], rad[:, None])
+    return per.sum(axis=0)
 
 
 def loss_and_gradient64(finals: Iv, mats, targets, pieces, eps: fmpq) -> tuple:
     """Intervals of J (shape (1,)) and of ``grad_{theta_l} J`` (shape (P,) per piece), for
     ``J = (1/N) sum_i |x_i(T) - y_i|^2 / 2 + (eps/2) sum_l h_l |theta_l|^2``: the adjoint
-    ``q = (x(T) - y) / N`` carried back over the steps, ``g_l += sum_i S_h^T q``,
-    ``q <- M_h^T q``. Guarantee: encloses (proofs/training.md#gradient, #sensitivity64)."""
+    ``q = (x(T) - y) / N`` carried back over the steps, ``g_l += sum_i q^T S_h`` (a reverse
+    sweep per step, :func:`_step_gradient`), ``q <- M_h^T q``.
+    Guarantee: encloses (proofs/training.md#gradient, #sensitivity64)."""
     n, d = finals.shape
+    tp, per_piece = mats[0], mats[1:]
+    check_fpu()
     with np.errstate(all="ignore"):
         Y = from_fmpq([v for row in targets for v in row])
         r = finals - Iv(Y.lo.reshape(n, d), Y.hi.reshape(n, d))
@@ -362,14 +288,17 @@ def loss_and_gradient64(finals: Iv, mats, targets, pieces, eps: fmpq) -> tuple:
         loss = sq.sum(axis=1).sum(axis=0).divide_int(2 * n)
         q, grads = r.divide_int(n), [None] * len(pieces)
         for j in reversed(range(len(pieces))):
-            g = None
-            for Mh, Sh in reversed(mats[j]):
-                t = (Sh * q[:, :, None]).sum(axis=1)
-                g = t if g is None else g + t
-                q = (Mh * q[:, :, None]).sum(axis=1)
+            recs, m = per_piece[j]
+            g = Iv.zeros((tp.P,))
+            for rec in reversed(recs):
+                t = _step_gradient(tp, rec, m, q)
+                if not t.finite():
+                    raise ReplayError(f"piece {j}: the gradient overflows")
+                g = g + t
+                q = (rec[4] * q[:, :, None]).sum(axis=1)
             h, theta = pieces[j]
             reg = from_fmpq([eps * h * v for v in theta])
-            grads[j] = g.sum(axis=0) + Iv(reg.lo, reg.hi)
+            grads[j] = g + Iv(reg.lo, reg.hi)
         total = sum((h * sum((v * v for v in th), fmpq(0)) for h, th in pieces), fmpq(0))
         loss = loss + from_fmpq([eps * total / 2])
         if not (loss.finite() and all(g.finite() for g in grads)):
