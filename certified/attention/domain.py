@@ -30,7 +30,8 @@ import numpy as np
 
 from certified.arith.ball import check_precision, endpoints, precision
 from certified.arith.exact import approx_str, to_fmpq, to_fmpq_array
-from certified.attention.family import float_jacobian, search_lipschitz_lower
+from certified.attention.domain_search import ascend_jacobian_norm
+from certified.attention.family import float_jacobian, tightness_configuration
 from certified.attention.instance import AttentionInstance
 from certified.attention.lipschitz import (
     LipschitzVerdict,
@@ -52,6 +53,7 @@ DEFAULT_MAX_CELLS = 200_000
 DEFAULT_SECONDS = 600.0
 SLACK = flint.fmpq(1, 2**20)  # relative margin between a leaf's test and its written bound
 MAX_MAGNITUDE = flint.fmpq(2**40)  # larger entries of Q, K, V or R: UNDECIDED at once
+SEARCH_STARTS = 8  # starts of the float ascent for a counterexample (domain_search)
 
 
 @dataclass
@@ -490,12 +492,15 @@ def decide_on_domain(
 
 
 def _proposal(inst: AttentionInstance, X: np.ndarray | None, n: int, prec: int) -> tuple | None:
-    """The certified lower bound at X (None: at the float ascent's best point), or None when
-    the float heuristics break down (non-finite values at extreme magnitudes)."""
+    """The certified lower bound at the end of a float ascent (domain_search) from X, or (X
+    None) from the tightness configuration and SEARCH_STARTS − 1 random starts (seed 0); None
+    when the float heuristics break down (non-finite values at extreme magnitudes)."""
     try:
         with np.errstate(all="ignore"):
-            if X is None:
-                X = search_lipschitz_lower(inst, n, restarts=2, steps=15, prec=prec).X
+            Af = inst.K.T.astype(float) @ inst.Q.astype(float) / np.sqrt(inst.k)
+            starts = [0.95 * tightness_configuration(inst, n) if X is None else X]
+            extra = SEARCH_STARTS - 1 if X is None else 0
+            _, X = ascend_jacobian_norm(Af, inst.V.astype(float), float(inst.R), starts, extra)
             return certified_point_lower(inst, X, prec)
     except (CertifiedError, np.linalg.LinAlgError, ArithmeticError, ValueError):
         return None
