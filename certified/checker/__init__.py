@@ -33,10 +33,10 @@ from ._parse import (
     MAX_TOKENS,
     Rejected,
     fields,
-    load_json,
     metered,
     show,
 )
+from ._reader import load_json_from
 from ._separation_rule import MAX_SEPARATION_COST, check_separation_v1, gradient_coordinate
 from ._stack_rule import check_stack_v1
 from ._transformer_rule import check_transformer_cluster_v1, check_transformer_match_v1
@@ -130,14 +130,21 @@ def gc_paused() -> Iterator[None]:
 def check_bytes(data: bytes) -> Verdict:
     """Check the contents of a certificate file (strict JSON, ``proofs/format.md``).
     Guarantee: ``verified`` implies the statement of ``proofs/semantics.md`` for the kind."""
+    return _check_held([data])
+
+
+def _check_held(holder: list) -> Verdict:
+    """``check_bytes(holder.pop())``; the bytes are dropped once decoded (memory: the file's
+    bytes, its text and its parsed values are never all alive at once)."""
+    size = len(holder[0])
     with gc_paused():
         try:
-            obj = load_json(data)
+            obj = load_json_from(holder)
         except Rejected as exc:
             return Verdict(False, None, str(exc))
         except Exception as exc:
             return Verdict(False, None, f"internal error: {type(exc).__name__}: {show(exc)}")
-        return check_certificate(obj, len(data))
+        return check_certificate(obj, size)
 
 
 def check_file(path: str | os.PathLike[str]) -> Verdict:
@@ -145,8 +152,8 @@ def check_file(path: str | os.PathLike[str]) -> Verdict:
     file cannot be read (an I/O error, not a verdict).
     Guarantee: ``verified`` implies the statement of ``proofs/semantics.md`` for the kind."""
     with open(path, "rb") as f:
-        data = f.read(MAX_BYTES + 1)
-    return check_bytes(data)
+        holder = [f.read(MAX_BYTES + 1)]
+    return _check_held(holder)
 
 
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}

@@ -5,7 +5,6 @@ replayed exactly as x + G(a.x): breakpoints sorted once, slopes and intercepts b
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from itertools import pairwise
 from typing import Any
 
@@ -20,7 +19,7 @@ _CLAIM = ("result", "max_error_squared", "switches", "formula_switches", "varian
 
 
 def _piece(value: Any, where: str, d: int, a: list, a_raw: list, terms: list) -> list:
-    # each neuron tau w sigma(a.x + beta) adds (breakpoint -beta, tau w ++ tau w beta) to terms
+    # each neuron tau w sigma(a.x + beta) adds (breakpoint -beta, tau w, beta) to terms
     fields(value, where, ("duration", "W", "A", "b"))
     tau = exact(value["duration"], f"{where}.duration")
     rows = array(value["W"], f"{where}.W", d)
@@ -33,10 +32,10 @@ def _piece(value: Any, where: str, d: int, a: list, a_raw: list, terms: list) ->
     nz = p * d - sum(r.count("0") + r.count(0) for r in rows)  # tau w, a . w, w beta:
     _parse.charge(2 * p * d + 3 * nz * _parse.words(_parse.top()), 0, where)  # nonzero w
     for i in range(p):
-        w = [tau * W[r][i] for r in range(d)]
+        w = [tau * W[r][i] if W[r][i] else _ZERO for r in range(d)]
         if sum((x * y for x, y in zip(a, w, strict=True) if x), _ZERO) != 0:
             raise Rejected(f"{where}.W: column {i} is not orthogonal to the phase normal")
-        terms.append((-b[i], w + [x * b[i] for x in w]))
+        terms.append((-b[i], w, b[i]))
     return [W, b, a]
 
 
@@ -50,36 +49,38 @@ def _phase(X: list, a: list, terms: list, d: int, hx: int) -> tuple[list, int]:
         s = [sum((x[j] * c for j, c in nz), _ZERO) for x in X]
     terms.sort(key=lambda t: t[0])
     # only the coordinates some neuron moves (the others stay as they are)
-    on = [k for k in range(d) if any(row[k] for _, row in terms)]
-    on2 = on + [d + k for k in on]
-    acc, sums = [_ZERO] * len(on2), [[_ZERO] * len(on2)]  # prefix sums of slope ++ intercept
-    hs = _parse.top()  # the largest height of the prefix sums
-    for _, row in terms:
-        _parse.charge(len(on2), hs, "a phase's prefix sums")
-        acc = [u + row[k] for u, k in zip(acc, on2, strict=True)]
-        sums.append(acc)
-        hs = max(hs, *(q.height_bits() for q in acc)) if acc else hs
-        if hs > H:  # every sum: bounds the cost of each operation
-            raise Rejected(f"resource limit: prefix sums beyond {H} bits")
-    brk = [t[0] for t in terms]
-    m = len(on)
-    # neuron i is active at s iff s + beta_i > 0 iff breakpoint_i < s
-    out = []
-    _parse.charge(2 * len(X) * m, max(hs, hx + _parse.top()), "a phase's images")
-    for y, t in zip(X, s, strict=True):
-        c, z = sums[bisect_left(brk, t)], list(y)
-        for i, k in enumerate(on):
-            z[k] += c[i] * t + c[m + i]
-        out.append(z)
-    hx = max(q.height_bits() for row in out for q in row)
+    on = [k for k in range(d) if any(w[k] for _, w, _ in terms)]
+    m, top = len(on), _parse.top()
+    # neuron i is active at s iff s + beta_i > 0 iff breakpoint_i < s: the points in the order
+    # of s, each with the sums (slope ++ intercept) of the terms whose breakpoint is below it
+    # (a sweep: one running sum, no table of prefix sums; X is turned into the images in place)
+    acc, j, hs = [_ZERO] * (2 * m), 0, top  # hs: the largest height of the running sums
+    for n in [*sorted(range(len(X)), key=s.__getitem__), None]:
+        t = s[n] if n is not None else None  # None: every sum is formed and held to H
+        while j < len(terms) and (t is None or terms[j][0] < t):
+            _, w, beta = terms[j]
+            _parse.charge(2 * m, hs, "a phase's prefix sums")
+            slope = [u + w[k] for u, k in zip(acc, on, strict=False)]
+            acc = slope + [u + w[k] * beta for u, k in zip(acc[m:], on, strict=True)]
+            hs, j = max(hs, *(q.height_bits() for q in acc)) if acc else hs, j + 1
+            if hs > H:  # every sum: bounds the cost of each operation
+                raise Rejected(f"resource limit: prefix sums beyond {H} bits")
+        if n is not None:
+            _parse.charge(2 * m, max(hs, hx + top), "a phase's images")
+            z = list(X[n])
+            for i, k in enumerate(on):
+                z[k] += acc[i] * t + acc[m + i]
+            X[n] = z
+    hx = max(q.height_bits() for row in X for q in row)
     if hx > H:
         raise Rejected(f"resource limit: phase images beyond {H} bits")
-    return out, hx
+    return X, hx
 
 
 def replay_phases(X: list, schedule: Any, phases: Any, where: str) -> tuple[list, list]:
     """Phi_T(x) for every x of X, exactly, for a ReLU schedule of laminar phases (the hint
-    ``phases``), and the parsed pieces ([W, b, a] each). Shared with _cube_rule.py."""
+    ``phases``), and the parsed pieces ([W, b, a] each). Shared with _cube_rule.py. The list X
+    itself is turned into the images, row by row (memory: one copy of the points at a time)."""
     d = len(X[0])
     sched = fields(schedule, where, ("dimension", "activation", "pieces"))
     small_integer(sched["dimension"], f"{where}.dimension", d, d)

@@ -1,16 +1,14 @@
-"""Strict reading of certificate files: bytes -> JSON value -> exact numbers and shapes.
-
-Specification: ``proofs/format.md`` (sections 1 "Encoding", 2 "Numbers", 3 "Top level").
+"""Strict reading of certificate values: JSON value -> exact numbers and shapes (bytes -> JSON
+value: ``_reader.py``). Specification: ``proofs/format.md`` (sections 1 "Encoding", 2
+"Numbers", 3 "Top level"), and its "Bounds of a check" for the meter of a check.
 Everything here either returns a value that denotes exactly what the file says or raises
 :class:`Rejected`; nothing is rounded, defaulted or guessed."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 from collections.abc import Iterator
-from itertools import accumulate
 from math import isqrt
 from typing import Any
 
@@ -99,92 +97,6 @@ def exact_sum(values: list, what: str) -> flint.fmpq:
             if bits > MAX_HEIGHT_BITS:
                 raise Rejected(f"resource limit: {what}: a sum beyond {MAX_HEIGHT_BITS} bits")
     return total
-
-
-# --- bytes -> JSON value ---------------------------------------------------------------------
-
-# A JSON string, or an unterminated one to the end: a linear scan (possessive loops) tokenising
-# as a JSON parser does up to its first error, so every bracket it would enter is counted.
-_STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+\\?(?:"|\Z)', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]++")
-_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
-# Every byte but the six structural ones (UTF-8 multibyte sequences hold no ASCII byte, so
-# deleting bytes never forms or splits one of the six).
-_NON_STRUCTURAL = bytes(c for c in range(256) if c not in b'"[]{},')
-
-
-def _outside_strings(data: bytes, text: str) -> str:
-    """The characters ``[ ] { } ,`` of ``text`` outside JSON strings, in order. Fast path (no
-    backslash, so every ``"`` delimits a string): keep the six structural bytes; if deleting
-    adjacent ``""`` pairs removes every quote, the quotes paired up as JSON pairs them and no
-    string held one of ``[]{},``. Otherwise the string pattern above is applied to ``text``."""
-    if b"\\" not in data:
-        skeleton = data.translate(None, _NON_STRUCTURAL).replace(b'""', b"")
-        if b'"' not in skeleton:
-            return skeleton.decode("ascii")
-    return _STRING.sub("", text)
-
-
-def _check_shape(data: bytes, text: str) -> None:
-    """Bound the number of values and the nesting depth before the (recursive) JSON parser runs."""
-    outside_strings = _outside_strings(data, text)
-    tokens = sum(outside_strings.count(c) for c in "[{,")
-    if tokens > MAX_TOKENS:
-        raise Rejected(f"too many JSON values: more than {MAX_TOKENS} of [ {{ , outside strings")
-    brackets = _NOT_BRACKET.sub("", outside_strings)
-    depth = max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0)
-    if depth > MAX_DEPTH:
-        raise Rejected(f"nesting deeper than {MAX_DEPTH} levels")
-
-
-_JSON_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)", re.ASCII)
-
-
-def _json_integer(token: str) -> int:
-    if _JSON_INTEGER.fullmatch(token) is None or token == "-0":
-        raise Rejected(f"integer {show(token)} is not canonical (no -0, no leading zeros)")
-    if len(token.lstrip("-")) > MAX_DIGITS:
-        raise Rejected(f"integer with more than {MAX_DIGITS} digits")
-    return int(token)
-
-
-def _json_float(token: str) -> Any:
-    raise Rejected(f'number {show(token)} has a fraction or exponent: write "p/q" or "m*2^e"')
-
-
-def _json_constant(token: str) -> Any:
-    raise Rejected(f"{token} is not allowed: certificates hold only finite exact numbers")
-
-
-def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):  # the first key seen twice
-        del obj
-        seen: set[str] = set()
-        key = next(k for k, _ in pairs if k in seen or seen.add(k))
-        raise Rejected(f"duplicate key {show(key)}")
-    return obj
-
-
-_HOOKS = {"parse_int": _json_integer, "parse_float": _json_float,
-          "parse_constant": _json_constant, "object_pairs_hook": _json_object}  # fmt: skip
-
-
-def load_json(data: bytes) -> Any:
-    """Parse the bytes of a certificate file as strict JSON (proofs/format.md section 1)."""
-    if len(data) > MAX_BYTES:
-        raise Rejected(f"file larger than {MAX_BYTES} bytes")
-    try:
-        text = data.decode("utf-8", errors="strict")
-    except UnicodeDecodeError as exc:
-        raise Rejected(f"not UTF-8: invalid byte at offset {exc.start}") from None
-    if text.startswith("\ufeff"):
-        raise Rejected("not valid JSON: byte order mark at the start")
-    _check_shape(data, text)
-    try:
-        return json.loads(text, **_HOOKS)
-    except json.JSONDecodeError as e:
-        raise Rejected(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
 
 
 # --- exact numbers ----------------------------------------------------------------------------
