@@ -27,7 +27,8 @@ import time
 __all__ = ["DEFAULT_MEMORY_MB", "DEFAULT_TIME_LIMIT", "add_arguments", "limited_check", "run"]
 
 DEFAULT_TIME_LIMIT = 600.0  # seconds of wall-clock time per file
-DEFAULT_MEMORY_MB = 4096  # MiB of address space a file's check may add (RLIMIT_AS of the child)
+DEFAULT_MEMORY_MB = 1792  # MiB of address space a file's check may add (RLIMIT_AS of the child):
+# with the ~45 MiB the command maps, every check stays under 2 GB (issue 11; format.md section 1)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
