@@ -96,3 +96,39 @@ def test_false_variant_refuted_where_the_old_search_was_undecided(seed, n, d, R)
 )
 def test_false_variant_refuted_on_the_other_undecided_grid_instances(seed, n, d, R):
     _refuted_with_reference(seed, n, d, R)
+
+
+def scaled_line_instance(seed: int, n: int):
+    """d = 1, Q times 10, R = 2: ‖A‖R² is large, so RHS/10 can hold (n = 2, 3) or fail."""
+    rng = np.random.default_rng(seed)
+    q, k, v = (round(float(x), 2) for x in rng.normal(size=3))
+    return parse_attention_instance(
+        {"Q": [[str(10 * q)]], "K": [[str(k)]], "V": [[str(v)]], "R": "2", "X": [[0]] * n}
+    )
+
+
+# regressions: the random starts alone missed these (REFUTED only after the 120 s budget, by
+# the ascent from the subdivision's best centre); the batched samples find them at once
+@pytest.mark.parametrize(("seed", "n"), [(1, 3), (2, 4)])
+def test_flat_landscapes_refuted_at_once(seed, n):
+    inst = scaled_line_instance(seed, n)
+    v = decide_on_domain(inst, "H2", n, factor=flint.fmpq(1, 10), max_cells=1, seconds=10)
+    assert v.verdict == "REFUTED", v.message
+    assert check_certificate(v.certificate).verified
+    with mp.workdps(60):
+        assert _ref_norm(inst, v.counterexample["X"]) > _ref_rhs(inst, n) / 10
+
+
+@pytest.mark.parametrize(("seed", "n"), [(1, 2), (2, 2)])
+def test_true_scaled_variant_verified(seed, n):
+    # sup ‖Df‖₂ about 1.216 <= RHS/10 = 1.970 and 0.696 <= 0.848: the variant holds here
+    inst = scaled_line_instance(seed, n)
+    v = decide_on_domain(inst, "H2", n, factor=flint.fmpq(1, 10), max_cells=5000, seconds=60)
+    assert v.verdict == "VERIFIED", v.message
+    assert check_certificate(v.certificate).verified
+    rng = np.random.default_rng(seed)
+    with mp.workdps(60):
+        assert _mpq(v.lhs_upper) <= _ref_rhs(inst, n) / 10
+        for _ in range(3):
+            X = rng.uniform(-2, 2, (n, 1)).tolist()
+            assert _ref_norm(inst, X) <= _mpq(v.lhs_upper)
