@@ -38,7 +38,7 @@ from ._parse import (
 )
 from ._reader import load_json_from
 from ._separation_rule import MAX_SEPARATION_COST, check_separation_v1, gradient_coordinate
-from ._stack_rule import check_stack_v1
+from ._stack_rule import check_stack_v1, check_stack_v2
 from ._transformer_rule import check_transformer_cluster_v1, check_transformer_match_v1
 from ._wasserstein_rule import check_wasserstein_v1
 from .flow import check_flow_v1
@@ -61,7 +61,7 @@ KINDS = {  # the known certificate kinds and, for each, the checker of each know
     "training": {1: check_training_v1},
     "transformer-cluster": {1: check_transformer_cluster_v1},
     "transformer-match": {1: check_transformer_match_v1},
-    "stack": {1: check_stack_v1},
+    "stack": {1: check_stack_v1, 2: check_stack_v2},
 }
 
 

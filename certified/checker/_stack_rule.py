@@ -1,8 +1,9 @@
-"""Kind ``stack`` v1 (proofs/stack.md §4): the image of a weighted token measure under a stack
-of layers (attention, MLP, layer norm). The hints give, for every layer but the last, boxes
-``B_l`` (n x d x [lo, hi]); the claim gives the output boxes ``B_L``. The replay evaluates each
-layer in ball arithmetic at ``hints.prec`` bits on ``B_{l-1}`` (``B_0``: the exact tokens) and
-requires the result inside ``B_l``; by induction the output of the stack lies in ``B_L``.
+"""Kind ``stack`` v1, v2 (proofs/stack.md §4): the image of a weighted token measure under a
+stack of layers (attention, MLP, layer norm; v2: attention and MLP may carry a pre-norm, ``[x] +
+h f(LN(x))``). The hints give, for every layer but the last, boxes ``B_l`` (n x d x [lo, hi]);
+the claim gives the output boxes ``B_L``. The replay evaluates each layer in ball arithmetic
+at ``hints.prec`` bits on ``B_{l-1}`` (``B_0``: the exact tokens) and requires the result
+inside ``B_l``; by induction the output of the stack lies in ``B_L``.
 Score convention: key ``y`` at query ``x`` scores ``s <Q y, K x>``."""
 
 from __future__ import annotations
@@ -61,8 +62,19 @@ def _matq(rows: list) -> flint.fmpq_mat:
     return flint.fmpq_mat(rows)
 
 
-def _attention(obj: dict, where: str, d: int, n: int) -> tuple:
-    _keys(obj, where, ("type", "heads"), ("mask", "scale", "residual", "step"))
+def _options(prenorm: bool, *names: str) -> tuple:
+    return (*names, "norm") if prenorm else names
+
+
+def _norm(obj: dict, where: str, d: int) -> tuple | None:
+    """The pre-normalisation ``(gamma, beta, eps)`` of an attention or MLP layer, or None."""
+    if "norm" not in obj:
+        return None
+    return _layernorm(obj["norm"], f"{where}.norm", d, kind=False)[1:]
+
+
+def _attention(obj: dict, where: str, d: int, n: int, prenorm: bool) -> tuple:
+    _keys(obj, where, ("type", "heads"), _options(prenorm, "mask", "scale", "residual", "step"))
     scale = _pos(obj.get("scale", 1), f"{where}.scale")
     step = _pos(obj.get("step", 1), f"{where}.step")
     residual = _flag(obj.get("residual", 1), f"{where}.residual")
@@ -90,11 +102,12 @@ def _attention(obj: dict, where: str, d: int, n: int) -> tuple:
             raise Rejected(f"{hw}.V: without W it must be d x d")
         A = _matq(K).transpose() * _matq(Q) * scale  # score of x_j at query x_i: x_iᵀ A x_j
         blocks.append((A, G * step))
-    return ("attention", blocks, mask, residual)
+    return ("attention", blocks, mask, residual, _norm(obj, where, d))
 
 
-def _mlp(obj: dict, where: str, d: int) -> tuple:
-    _keys(obj, where, ("type", "W1", "b1", "W2", "b2", "activation"), ("residual", "step"))
+def _mlp(obj: dict, where: str, d: int, prenorm: bool) -> tuple:
+    _keys(obj, where, ("type", "W1", "b1", "W2", "b2", "activation"),
+          _options(prenorm, "residual", "step"))  # fmt: skip
     W1 = matrix(obj["W1"], f"{where}.W1", None, d)
     p = len(W1)
     b1 = vector(obj["b1"], f"{where}.b1", p)
@@ -103,11 +116,12 @@ def _mlp(obj: dict, where: str, d: int) -> tuple:
     act = string(obj["activation"], f"{where}.activation", ("relu", "tanh", "gelu"))
     step = _pos(obj.get("step", 1), f"{where}.step")
     residual = _flag(obj.get("residual", 1), f"{where}.residual")
-    return ("mlp", _matq(W1), b1, _matq(W2) * step, [b * step for b in b2], act, residual)
+    return ("mlp", _matq(W1), b1, _matq(W2) * step, [b * step for b in b2], act, residual,
+            _norm(obj, where, d))  # fmt: skip
 
 
-def _layernorm(obj: dict, where: str, d: int) -> tuple:
-    _keys(obj, where, ("type",), ("gamma", "beta", "eps"))
+def _layernorm(obj: dict, where: str, d: int, kind: bool = True) -> tuple:
+    _keys(obj, where, ("type",) if kind else (), ("gamma", "beta", "eps"))
     gamma = vector(obj["gamma"], f"{where}.gamma", d) if "gamma" in obj else [flint.fmpq(1)] * d
     beta = vector(obj["beta"], f"{where}.beta", d) if "beta" in obj else [flint.fmpq(0)] * d
     eps = exact(obj.get("eps", 0), f"{where}.eps")
@@ -116,7 +130,7 @@ def _layernorm(obj: dict, where: str, d: int) -> tuple:
     return ("layernorm", gamma, beta, eps)
 
 
-def _model(obj: Any, n: int) -> tuple[int, list, int]:
+def _model(obj: Any, n: int, prenorm: bool) -> tuple[int, list, int]:
     fields(obj, "instance.model", ("dimension", "layers"))
     d = small_integer(obj["dimension"], "instance.model.dimension", 1, 4096)
     layers, cost = [], 0
@@ -125,14 +139,16 @@ def _model(obj: Any, n: int) -> tuple[int, list, int]:
         kind = string(layer.get("type") if isinstance(layer, dict) else None, f"{where}.type",
                       ("attention", "mlp", "layernorm"))  # fmt: skip
         if kind == "attention":
-            layers.append(_attention(layer, where, d, n))
+            layers.append(_attention(layer, where, d, n, prenorm))
             cost += len(layers[-1][1]) * (n * n * (d + 4) + 2 * n * d * d)
         elif kind == "mlp":
-            layers.append(_mlp(layer, where, d))
+            layers.append(_mlp(layer, where, d, prenorm))
             cost += 2 * n * d * layers[-1][1].nrows()
         else:
             layers.append(_layernorm(layer, where, d))
             cost += 8 * n * d
+        if kind != "layernorm" and layers[-1][-1] is not None:
+            cost += 8 * n * d  # the pre-normalisation
     return d, layers, cost
 
 
@@ -161,36 +177,11 @@ def _activate(name: str, z: flint.arb) -> flint.arb:
     return z * (-z / flint.arb(2).sqrt()).erfc() / 2  # gelu(t) = t Φ(t)
 
 
-def _layer(layer: tuple, X: flint.arb_mat, w: list | None, index: int) -> flint.arb_mat:
+def _normalise(norm: tuple, X: flint.arb_mat, what: str) -> flint.arb_mat:
+    """``γ ⊙ (x − mean x) / √(var x + ε) + β`` per row; Rejected if a variance ball is not
+    > 0."""
+    gamma, beta, eps = norm
     n, d = X.nrows(), X.ncols()
-    if layer[0] == "attention":
-        # [x_i] + Σ_h (Σ_j w_j e_ij G x_j) / Σ_j w_j e_ij, e_ij = exp(x_iᵀ A x_j) if visible
-        _, blocks, mask, residual = layer
-        out = X if residual else flint.arb_mat(n, d)
-        Xt = X.transpose()
-        ws = [flint.arb(1)] * n if w is None else w
-        Wd = flint.arb_mat(n, n)
-        for j in range(n):
-            Wd[j, j] = ws[j]
-        wcol = flint.arb_mat([[x] for x in ws])
-        for A, G in blocks:
-            S = (X * _mat(A.tolist()) * Xt).tolist()
-            E = []
-            for i in range(n):
-                vis = _visible(mask, i, n)
-                E.append([x.exp() if vis is None or vis[j] else _ZERO for j, x in enumerate(S[i])])
-            E = flint.arb_mat(E)
-            num = (E * (Wd * (X * _mat(G.transpose().tolist())))).tolist()
-            den = (E * wcol).tolist()
-            out = out + flint.arb_mat([[v / den[i][0] for v in num[i]] for i in range(n)])
-        return out
-    if layer[0] == "mlp":
-        _, W1, b1, W2, b2, act, residual = layer
-        Z = X * _mat(W1.transpose().tolist()) + _mat([b1] * n)
-        Y = flint.arb_mat([[_activate(act, Z[i, k]) for k in range(Z.ncols())] for i in range(n)])
-        out = Y * _mat(W2.transpose().tolist()) + _mat([b2] * n)
-        return X + out if residual else out
-    _, gamma, beta, eps = layer
     rows = []
     for i in range(n):
         x = [X[i, a] for a in range(d)]
@@ -198,12 +189,47 @@ def _layer(layer: tuple, X: flint.arb_mat, w: list | None, index: int) -> flint.
         c = [xa - mean for xa in x]
         var = sum((ca * ca for ca in c), flint.arb(0)) / d + flint.arb(eps)
         if not var > 0:
-            raise Rejected(f"layer {index}: the layer norm's variance of token {i} is not > 0")
+            raise Rejected(f"{what}: the layer norm's variance of token {i} is not > 0")
         r = var.rsqrt()
         rows.append(
             [ca * r * flint.arb(g) + flint.arb(b) for ca, g, b in zip(c, gamma, beta, strict=True)]
         )
     return flint.arb_mat(rows)
+
+
+def _layer(layer: tuple, X: flint.arb_mat, w: list | None, index: int) -> flint.arb_mat:
+    n, d = X.nrows(), X.ncols()
+    if layer[0] == "layernorm":
+        return _normalise(layer[1:], X, f"layer {index}")
+    # [x] + h f(Y), Y = LN(X) with a pre-normalisation (proofs/stack.md#prenorm), else Y = X
+    norm, residual = layer[-1], layer[-2]
+    Y = X if norm is None else _normalise(norm, X, f"layer {index} (pre-norm)")
+    if layer[0] == "attention":
+        # Σ_h (Σ_j w_j e_ij G y_j) / Σ_j w_j e_ij, e_ij = exp(y_iᵀ A y_j) if visible
+        _, blocks, mask, _, _ = layer
+        out = flint.arb_mat(n, d)
+        Yt = Y.transpose()
+        ws = [flint.arb(1)] * n if w is None else w
+        Wd = flint.arb_mat(n, n)
+        for j in range(n):
+            Wd[j, j] = ws[j]
+        wcol = flint.arb_mat([[x] for x in ws])
+        for A, G in blocks:
+            S = (Y * _mat(A.tolist()) * Yt).tolist()
+            E = []
+            for i in range(n):
+                vis = _visible(mask, i, n)
+                E.append([x.exp() if vis is None or vis[j] else _ZERO for j, x in enumerate(S[i])])
+            E = flint.arb_mat(E)
+            num = (E * (Wd * (Y * _mat(G.transpose().tolist())))).tolist()
+            den = (E * wcol).tolist()
+            out = out + flint.arb_mat([[v / den[i][0] for v in num[i]] for i in range(n)])
+    else:
+        _, W1, b1, W2, b2, act, _, _ = layer
+        Z = Y * _mat(W1.transpose().tolist()) + _mat([b1] * n)
+        H = flint.arb_mat([[_activate(act, Z[i, k]) for k in range(Z.ncols())] for i in range(n)])
+        out = H * _mat(W2.transpose().tolist()) + _mat([b2] * n)
+    return X + out if residual else out
 
 
 def _balls(boxes: list) -> flint.arb_mat:
@@ -220,7 +246,18 @@ def _inside(M: flint.arb_mat, boxes: list, where: str) -> None:
 
 
 def check_stack_v1(instance: Any, claim: Any, hints: Any) -> str:
-    """Replay a layer stack certificate; return a summary (Rejected on any failure)."""
+    """Replay a version-1 layer stack certificate (no pre-normalisation); return a summary
+    (Rejected on any failure)."""
+    return _check_stack(instance, claim, hints, prenorm=False)
+
+
+def check_stack_v2(instance: Any, claim: Any, hints: Any) -> str:
+    """Replay a version-2 layer stack certificate (attention and MLP layers may carry a
+    ``norm``); return a summary (Rejected on any failure)."""
+    return _check_stack(instance, claim, hints, prenorm=True)
+
+
+def _check_stack(instance: Any, claim: Any, hints: Any, prenorm: bool) -> str:
     _keys(instance, "instance", ("model", "tokens"), ("weights",))
     fields(claim, "claim", ("output",))
     fields(hints, "hints", ("prec", "layers"))
@@ -234,7 +271,7 @@ def check_stack_v1(instance: Any, claim: Any, hints: Any) -> str:
         if any(not x > 0 for x in wq):
             raise Rejected("instance.weights: every weight must be > 0")
         w = wq
-    d, layers, cost = _model(instance["model"], n)
+    d, layers, cost = _model(instance["model"], n, prenorm)
     if len(tokens[0]) != d:
         raise Rejected(f"instance.tokens: {len(tokens[0])} coordinates, the model has d = {d}")
     prec = small_integer(hints["prec"], "hints.prec", 53, 4096)

@@ -44,11 +44,11 @@ _ZERO = flint.arb(0)
 
 
 def _attention(layer: AttentionLayer, X: flint.arb_mat, w, mask) -> flint.arb_mat:
-    """``[x_i] + Σ_h (Σ_j w_j e_ij G x_j) / (Σ_j w_j e_ij)``, ``e_ij = exp(x_iᵀ A x_j)`` on the
-    visible ``j`` (0 elsewhere): two ball-matrix products and a division per row and
+    """``Σ_h (Σ_j w_j e_ij G x_j) / (Σ_j w_j e_ij)`` (no residual), ``e_ij = exp(x_iᵀ A x_j)``
+    on the visible ``j`` (0 elsewhere): two ball-matrix products and a division per row and
     coordinate (proofs/stack.md#softmax)."""
     n, d = X.nrows(), X.ncols()
-    out = X if layer.residual else flint.arb_mat(n, d)
+    out = flint.arb_mat(n, d)
     Xt = X.transpose()
     Wd, wcol = _weights(w, n)
     for A, Gt in _blocks(layer):
@@ -96,16 +96,16 @@ _ACT = {"relu": _relu, "tanh": lambda z: z.tanh(), "gelu": _gelu}
 
 
 def _mlp(layer: MLPLayer, X: flint.arb_mat) -> flint.arb_mat:
+    """``h f(X)`` (no residual)."""
     n = X.nrows()
     W1, b1, W2, b2 = layer.exact_blocks()
     Z = X * _mat(W1).transpose() + _row(b1, n)
     act = _ACT[layer.activation]
     Y = flint.arb_mat([[act(z) for z in row] for row in Z.tolist()])
-    out = Y * _mat(W2).transpose() + _row(b2, n)
-    return X + out if layer.residual else out
+    return Y * _mat(W2).transpose() + _row(b2, n)
 
 
-def _layernorm(layer, X: flint.arb_mat, index: int) -> flint.arb_mat:
+def _layernorm(layer, X: flint.arb_mat, label: str) -> flint.arb_mat:
     from certified.transformers.stack_eval import LayerNormDenominatorError
 
     n, d = X.nrows(), X.ncols()
@@ -120,7 +120,7 @@ def _layernorm(layer, X: flint.arb_mat, index: int) -> flint.arb_mat:
         var = sum((ca * ca for ca in c), flint.arb(0)) / d + eps
         if not var > 0:
             raise LayerNormDenominatorError(
-                f"layers[{index}] (layernorm): the variance of token {i} is not certified > 0 "
+                f"{label}: the variance of token {i} is not certified > 0 "
                 f"(ball {var.str(5, radius=True)}); give eps > 0 or tokens whose coordinates "
                 "are not all equal"
             )
@@ -130,12 +130,19 @@ def _layernorm(layer, X: flint.arb_mat, index: int) -> flint.arb_mat:
 
 
 def arb_layer(layer: Any, X: flint.arb_mat, index: int, w: list | None, n: int) -> flint.arb_mat:
-    """One layer on ball tokens (call inside ``precision(prec)``). Guarantee: encloses."""
+    """One layer on ball tokens (call inside ``precision(prec)``): ``[X] + h f(Y)`` with
+    ``Y = LN(X)`` for a pre-normed layer, else ``Y = X`` (proofs/stack.md#prenorm); a layer
+    norm ``LN(X)``. Guarantee: encloses."""
+    from certified.transformers.stack_eval import norm_label
+
+    if not isinstance(layer, (AttentionLayer, MLPLayer)):
+        return _layernorm(layer, X, norm_label(layer, index))
+    Y = X if layer.norm is None else _layernorm(layer.norm, X, norm_label(layer, index))
     if isinstance(layer, AttentionLayer):
-        return _attention(layer, X, w, layer.mask_for(n))
-    if isinstance(layer, MLPLayer):
-        return _mlp(layer, X)
-    return _layernorm(layer, X, index)
+        out = _attention(layer, Y, w, layer.mask_for(n))
+    else:
+        out = _mlp(layer, Y)
+    return X + out if layer.residual else out
 
 
 def enclose_stack_arb(stack: Stack, X: Any, weights: Any = None, *, prec: int) -> list:

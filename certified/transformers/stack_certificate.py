@@ -1,4 +1,5 @@
-"""Kind ``stack`` v1 (proofs/stack.md §4), producer side: per-layer boxes as hints.
+"""Kind ``stack`` v2 (proofs/stack.md §4), producer side: per-layer boxes as hints (v2: the
+model may carry pre-normalised attention and MLP layers; the checker still reads v1).
 
 The boxes are made by the replay the checker performs (``certified/checker/_stack_rule.py``):
 layer ``l`` is evaluated in ball arithmetic at ``prec`` bits on the *boxes* ``B_{l-1}`` (not on
@@ -145,7 +146,7 @@ def stack_certificate(
     w = None if weights is None else to_fmpq_array(weights, "weights")
     cert = {
         "kind": "stack",
-        "version": 1,
+        "version": 2,
         "instance": {
             "model": stack_to_json(stack),
             "tokens": [[exact_number(q) for q in row] for row in X],

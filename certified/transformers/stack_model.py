@@ -13,6 +13,11 @@ weights stay. Layer kinds (``out = [x] + h f(x)``, ``[x]`` with ``residual``, st
 * ``mlp``: ``f(x) = W2 σ(W1 x + b1) + b2``, σ ∈ {relu, tanh, gelu}, ``gelu(t) = t Φ(t)``;
 * ``layernorm``: ``y = γ ⊙ (x − mean x) / sqrt(var x + ε) + β`` (``var`` with 1/d; ε ≥ 0).
 
+Pre-normalisation: an attention or MLP layer with ``norm`` (a :class:`LayerNorm`) is
+``out = [x] + h f(LN(x))``: the sublayer sees the layer-normed tokens (for attention queries,
+keys and values all from ``LN(x_j)``, the in-context measure of the normed tokens) and the
+residual adds the un-normed ``x`` (the GPT-2 block ``x + attn(LN(x))``, ``x + MLP(LN(x))``).
+
 Parameters are exact rationals (floats are their binary values, strings ``"p/q"`` or decimals).
 The step ``h`` and the scale ``s`` are folded into the exact parameters (``G = h W V``,
 ``A = s KᵀQ``, ``h W2``, ``h b2``) once, in :meth:`AttentionLayer.exact_blocks` and
@@ -91,6 +96,8 @@ class AttentionLayer:
     mask : None, ``"causal"`` or an ``n x n`` array of 0/1 (row i: the tokens query i sees)
     scale : exact number > 0 (``s`` in the score ``s ⟨Q x_j, K x_i⟩``)
     residual : bool; step : exact number > 0
+    norm : None or a :class:`LayerNorm` of dimension d applied to the tokens before the
+        attention (pre-normalisation; the residual adds the un-normed tokens)
 
     Guarantee: exact (parameters stored exactly).
     """
@@ -100,6 +107,7 @@ class AttentionLayer:
     scale: Any = 1
     residual: bool = True
     step: Any = 1
+    norm: Any = None
 
     def __post_init__(self) -> None:
         heads = tuple(self.heads)
@@ -125,6 +133,7 @@ class AttentionLayer:
         object.__setattr__(self, "scale", _positive(self.scale, "scale"))
         object.__setattr__(self, "step", _positive(self.step, "step"))
         object.__setattr__(self, "residual", _flag(self.residual, "residual"))
+        _check_norm(self.norm, self.d)
 
     @property
     def d(self) -> int:
@@ -168,6 +177,8 @@ class MLPLayer:
     ----------
     W1 : p x d; b1 : p; W2 : d x p; b2 : d (exact); activation : relu | tanh | gelu;
     residual : bool; step : exact number > 0
+    norm : None or a :class:`LayerNorm` of dimension d (pre-normalisation:
+        ``[x] + h (W2 σ(W1 LN(x) + b1) + b2)``)
 
     Guarantee: exact.
     """
@@ -179,6 +190,7 @@ class MLPLayer:
     activation: str = "relu"
     residual: bool = True
     step: Any = 1
+    norm: Any = None
 
     def __post_init__(self) -> None:
         W1 = _matrix(self.W1, "W1", (None, None))
@@ -191,6 +203,7 @@ class MLPLayer:
             raise InputError(f"activation: {self.activation!r} is not one of {ACTIVATIONS}")
         object.__setattr__(self, "step", _positive(self.step, "step"))
         object.__setattr__(self, "residual", _flag(self.residual, "residual"))
+        _check_norm(self.norm, self.d)
 
     @property
     def d(self) -> int:
@@ -230,6 +243,15 @@ class LayerNorm:
         object.__setattr__(self, "eps", eps)
 
 
+def _check_norm(norm: Any, d: int) -> None:
+    if norm is None:
+        return
+    if not isinstance(norm, LayerNorm):
+        raise InputError("norm: give a LayerNorm (gamma, beta, eps) or None")
+    if norm.d != d:
+        raise ShapeError(f"norm: acts on dimension {norm.d}, the layer on d = {d}")
+
+
 @dataclass(frozen=True, eq=False)
 class Stack:
     """A stack of layers on R^d, applied in order. Guarantee: exact."""
@@ -260,8 +282,8 @@ class Stack:
 # --- the model file --------------------------------------------------------------------------
 
 _LAYER_KEYS = {
-    "attention": (("type", "heads"), ("mask", "scale", "residual", "step")),
-    "mlp": (("type", "W1", "b1", "W2", "b2", "activation"), ("residual", "step")),
+    "attention": (("type", "heads"), ("mask", "scale", "residual", "step", "norm")),
+    "mlp": (("type", "W1", "b1", "W2", "b2", "activation"), ("residual", "step", "norm")),
     "layernorm": (("type",), ("gamma", "beta", "eps")),
 }
 
@@ -285,6 +307,11 @@ def _layer(obj: Any, i: int, d: int):
     if kind == "layernorm":
         return _prefixed(where, LayerNorm, d, obj.get("gamma"), obj.get("beta"), obj.get("eps", 0))
     options = {k: obj[k] for k in ("residual", "step") if k in obj}
+    if "norm" in obj:
+        norm = obj["norm"]
+        check_keys(norm, f"{where}.norm", (), ("gamma", "beta", "eps"))
+        options["norm"] = _prefixed(f"{where}.norm", LayerNorm, d, norm.get("gamma"),
+                                    norm.get("beta"), norm.get("eps", 0))  # fmt: skip
     if kind == "mlp":
         return _prefixed(
             where, MLPLayer, obj["W1"], obj["b1"], obj["W2"], obj["b2"], obj["activation"],
@@ -344,6 +371,10 @@ def _q(a: Any) -> Any:
     return fmpq_to_str(a)
 
 
+def _norm_json(norm: LayerNorm) -> dict[str, Any]:
+    return {"gamma": _q(norm.gamma), "beta": _q(norm.beta), "eps": _q(norm.eps)}
+
+
 def stack_to_json(stack: Stack) -> dict[str, Any]:
     """The model file of ``stack`` with every number an exact string and flags as 1 / 0 (the
     form certificates carry; read back by :func:`parse_stack` to an equal stack).
@@ -351,13 +382,14 @@ def stack_to_json(stack: Stack) -> dict[str, Any]:
     layers = []
     for layer in stack.layers:
         if isinstance(layer, LayerNorm):
-            layers.append({"type": "layernorm", "gamma": _q(layer.gamma),
-                           "beta": _q(layer.beta), "eps": _q(layer.eps)})  # fmt: skip
+            layers.append({"type": "layernorm", **_norm_json(layer)})
         elif isinstance(layer, MLPLayer):
             layers.append({"type": "mlp", "W1": _q(layer.W1), "b1": _q(layer.b1),
                            "W2": _q(layer.W2), "b2": _q(layer.b2),
                            "activation": layer.activation, "residual": int(layer.residual),
                            "step": _q(layer.step)})  # fmt: skip
+            if layer.norm is not None:
+                layers[-1]["norm"] = _norm_json(layer.norm)
         else:
             heads = []
             for h in layer.heads:
@@ -371,5 +403,7 @@ def stack_to_json(stack: Stack) -> dict[str, Any]:
             elif layer.mask is not None:
                 entry["mask"] = [[int(v) for v in row] for row in layer.mask]
             entry.update(scale=_q(layer.scale), residual=int(layer.residual), step=_q(layer.step))
+            if layer.norm is not None:
+                entry["norm"] = _norm_json(layer.norm)
             layers.append(entry)
     return {"dimension": stack.d, "layers": layers}
