@@ -212,13 +212,14 @@ def _mr(x: Iv) -> tuple[np.ndarray, np.ndarray]:
 
 
 class Series:
-    """Coefficients 0, 1, ... of G nodes for n sets: values as intervals, dual parts (g of them)
-    as midpoints with the two factors of bounds.md#matmul, ``max(r + c_g|m|, 2^-900)`` and
-    ``max(|m| + r, 2^-900)``, c_g >= gamma_c for the dot products of up to ``c`` terms."""
+    """Coefficients 0, 1, ... of G nodes for n sets: values as intervals (size, G, n), dual
+    parts (g of them) as midpoints with the two factors of bounds.md#matmul,
+    ``max(r + c_g|m|, 2^-900)`` and ``max(|m| + r, 2^-900)`` (G, n, size, g), c_g >= gamma_c
+    for the dot products of up to ``c`` terms."""
 
     def __init__(self, size: int, G: int, n: int, g: int, c: int) -> None:
         self.lo, self.hi = np.zeros((size, G, n)), np.zeros((size, G, n))
-        self.m, self.f1, self.f2 = (np.empty((size, G, n, g)) for _ in range(3))
+        self.m, self.f1, self.f2 = (np.empty((G, n, size, g)) for _ in range(3))
         self.g, self.k = (c + 1) * 2.0**-53, 0
 
     def push(self, x: Iv) -> None:
@@ -226,17 +227,18 @@ class Series:
         self.lo[k], self.hi[k] = x.lo[..., 0], x.hi[..., 0]
         m, r = _mr(x[..., 1:])
         am = np.abs(m)
-        self.m[k] = m
-        self.f1[k] = np.maximum(r + self.g * am, 2.0**-900)
-        self.f2[k] = np.maximum(am + r, 2.0**-900)
+        self.m[:, :, k] = m
+        self.f1[:, :, k] = np.maximum(r + self.g * am, 2.0**-900)
+        self.f2[:, :, k] = np.maximum(am + r, 2.0**-900)
         self.k = k + 1
 
     def values(self, at: slice) -> Iv:
         return Iv(self.lo[at], self.hi[at])
 
 
-def _einsum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.einsum("jgn,jgnd->gnd", a, b)
+def _dot(c: np.ndarray, M: np.ndarray) -> np.ndarray:
+    """sum_t c[t] M[..., t, :] for c (J, G, n) and M (G, n, J, g): numpy's matmul."""
+    return np.matmul(np.moveaxis(c, 0, 2)[..., None, :], M)[..., 0, :]
 
 
 def series_conv(A: Series, B: Series, k: int, first: int = 0, weighted: bool = False) -> Iv:
@@ -244,18 +246,18 @@ def series_conv(A: Series, B: Series, k: int, first: int = 0, weighted: bool = F
     the dual parts ``sum_j (a_j0 b'_{k-j} + a'_j b_{k-j,0})`` one dot product of c = 2J terms
     per entry, by midpoint and radius with the bound of :func:`matmul` (bounds.md#matmul,
     proofs/checker_soundness.md#float-intervals)."""
-    ja, jb = slice(first, k + 1), slice(k - first, None, -1) if k > first else slice(0, 1)
-    a, b = A.values(ja), B.values(jb)
+    ja, jb = slice(first, k + 1), slice(0, k - first + 1)  # A_j, j up; B_i, i = k - j up
+    a, b = A.values(ja), B.values(jb)[::-1]  # both in the order of j
     if weighted:
         w = np.arange(first, k + 1, dtype=float).reshape(-1, 1, 1)
         a, bw = a.scale(w), b.scale(w)
     else:
         bw = b
     val = (a * b).sum(axis=0)
-    (am1, ar1), (am2, ar2) = _mr(a), _mr(bw)
-    Ym = _einsum(am1, B.m[jb]) + _einsum(am2, A.m[ja])
-    R = (_einsum(np.abs(am1), B.f1[jb]) + _einsum(np.abs(am2), A.f1[ja])) + (
-        _einsum(ar1, B.f2[jb]) + _einsum(ar2, A.f2[ja]))  # fmt: skip
+    (am1, ar1), (am2, ar2) = _mr(a[::-1]), _mr(bw)  # a in the order of i, with B's duals
+    Ym = _dot(am1, B.m[:, :, jb]) + _dot(am2, A.m[:, :, ja])
+    R = (_dot(np.abs(am1), B.f1[:, :, jb]) + _dot(np.abs(am2), A.f1[:, :, ja])) + (
+        _dot(ar1, B.f2[:, :, jb]) + _dot(ar2, A.f2[:, :, ja]))  # fmt: skip
     c = 2 * (k + 1 - first)
     R = R * (1.0 + 4 * (c + 4) * 2.0**-53) + 4 * c * 2.0**-1074
     out = Iv(np.empty((*val.shape, 1 + Ym.shape[-1])), np.empty((*val.shape, 1 + Ym.shape[-1])))

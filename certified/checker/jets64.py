@@ -11,7 +11,7 @@ element by element, and rounded outward; everything else is ``+ - * /`` of ``ive
 from __future__ import annotations
 
 import numpy as np
-from flint import arb
+from flint import arb, fmpq
 
 from .ivec import Iv, Series, exp_points, from_arb, from_fmpq, matmul, series_conv
 from .taylor import ExpressionField, ReplayError, _sin_range
@@ -78,8 +78,35 @@ class Program:
                     value = from_fmpq([nodes[i][1] for i in idx])
             self.groups.append((op, cst, kind, np.array(idx), np.array(args, dtype=np.int64),
                                 value))  # fmt: skip
-        self.outputs = np.array(field.outputs)
-        self.size = len(nodes)
+        self._slots(field)
+
+    def _slots(self, field: ExpressionField) -> None:
+        """Renumbers the nodes kept in H (computed nodes, leaves that are arguments, outputs)
+        as slots (``node[slot]`` is the node); the coefficients of ``lincomb`` rows (nodes)
+        are read from ``cvals``, with the parameters' values at ``pnode``."""
+        used, leaf = set(field.outputs), ("x", "p", "c")
+        for op, cst, _, idx, args, value in self.groups:  # a constant inner node: a slot
+            used.update([] if cst else idx.tolist(), [] if op in leaf else args[args >= 0].tolist())
+            if op == "lincomb":
+                used.update(i for i in value[2].tolist() if field.nodes[i][0] not in leaf)
+        self.node = np.array(sorted(used), dtype=np.int64)
+        self.slot = slot = np.full(len(field.nodes), -1, dtype=np.int64)
+        slot[self.node] = np.arange(len(self.node))
+        groups, self.groups = self.groups, []
+        for op, cst, kind, idx, args, value in groups:
+            keep = slot[idx] >= 0
+            if op not in leaf:
+                args = np.where(args >= 0, slot[args], -1)
+            if op == "lincomb":  # and the slots of the constants (-1: leaves, from cvals)
+                value = (*value[:3], slot[value[2]])
+            if keep.any():
+                value = value[keep] if op == "c" else value
+                self.groups.append((op, cst, kind, slot[idx[keep]], args[keep] if cst else args,
+                                    value))  # fmt: skip
+        self.outputs, self.size = slot[np.array(field.outputs)], len(self.node)
+        self.pnode = np.array([i for i, (op, *_) in enumerate(field.nodes) if op == "p"], int)
+        self.pparam = np.array([field.nodes[i][1] for i in self.pnode], int)
+        self.cvals = from_fmpq([a[0] if op == "c" else fmpq(0) for op, *a in field.nodes])
 
 
 def _dual_mul(a: Iv, b: Iv) -> Iv:
@@ -209,16 +236,18 @@ def jets64(prog: Program, params: Iv, x0: Iv, seeds: Iv | None, order: int,
     if g:
         X0[..., 1:] = seeds
     X, H, Z = [X0], Iv.zeros((max(order, 1), prog.size, n, 1 + g)), {}
+    cv = prog.cvals.copy()  # the constants' values by node (lincomb coefficients)
+    cv.lo[prog.pnode], cv.hi[prog.pnode] = params.lo[prog.pparam], params.hi[prog.pparam]
     for k in range(order):
         for gi, (op, const, kind, idx, args, value) in enumerate(prog.groups):
             if const and k:
                 continue
-            out = _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g)
+            out = _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g, cv, prog.node)
             if not out.finite():
                 ok = (np.isfinite(out.lo) & np.isfinite(out.hi)).reshape(len(idx), n, -1)
                 r, i = map(int, np.argwhere(~ok.all(axis=2))[0])
                 raise ReplayError(
-                    f"set {i}: node {int(idx[r])} ({op}) leaves its domain or overflows"
+                    f"set {i}: node {prog.node[idx[r]]} ({op}) leaves its domain or overflows"
                 )
             H[k, idx] = out
         Xk = H[k, prog.outputs]  # (d, n, 1 + g)
@@ -228,7 +257,7 @@ def jets64(prog: Program, params: Iv, x0: Iv, seeds: Iv | None, order: int,
     return X
 
 
-def _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g) -> Iv:
+def _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g, cv, node) -> Iv:
     """Coefficient k of the nodes ``idx`` (one group) for every set; H: (order, nodes, sets,
     1 + g) coefficients so far."""
     G = len(idx)
@@ -257,9 +286,11 @@ def _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g) -> Iv:
         return H[k][args].sum(axis=1)  # (G, arity, n, 1 + g) summed over the arguments
     if op == "lincomb":  # rows of sum_t const_t var_t: one matrix product
         if k == 0:
-            rows, cols, cn = value
+            rows, cols, cn, cs = value
             Mlo, Mhi = np.zeros((G, len(args))), np.zeros((G, len(args)))
-            Mlo[rows, cols], Mhi[rows, cols] = H.lo[0, cn, 0, 0], H.hi[0, cn, 0, 0]
+            vlo, vhi, inner = cv.lo[cn], cv.hi[cn], cs >= 0
+            vlo[inner], vhi[inner] = H.lo[0, cs[inner], 0, 0], H.hi[0, cs[inner], 0, 0]
+            Mlo[rows, cols], Mhi[rows, cols] = vlo, vhi
             Z[gi] = (Mlo, Mhi)
         V = H[k, args[:, 0]]  # column -1 (the constant 1, if any) is the last: 1, then 0
         if args[-1, 0] == -1:
@@ -278,7 +309,7 @@ def _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g) -> Iv:
         zero = (b0.lo <= 0) & (b0.hi >= 0)
         if k == 0 and bool(zero.any()):
             r, i = map(int, np.argwhere(zero)[0])
-            raise ReplayError(f"set {i}: node {int(idx[r])} (div): the divisor's ball contains 0")
+            raise ReplayError(f"set {i}: node {node[idx[r]]} (div): the divisor's ball contains 0")
         num = c(0) if k == 0 else c(0) - _conv(B, own, k, 1)
         return _dual_div(num, B[0])
     if op == "logsumexp":
@@ -298,7 +329,7 @@ def _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g) -> Iv:
         raise ReplayError(f"{op}: not in the float64 replay")
     if k == 0 and not bool((A[0].lo[..., 0] > 0).all()):
         r, i = map(int, np.argwhere(~(A[0].lo[..., 0] > 0))[0])
-        raise ReplayError(f"set {i}: node {int(idx[r])} ({op}): its argument's ball is not > 0")
+        raise ReplayError(f"set {i}: node {node[idx[r]]} ({op}): its argument's ball is not > 0")
     if k == 0:
         return _elementary(op, A[0])
     if op == "log":

@@ -99,8 +99,7 @@ class Sets:
 def lohner_step64(prog: Program, params: Iv, S: Sets, h: fmpq, B: Iv, K: int, m: int,
                   out: dict | None = None) -> Sets:  # fmt: skip
     """One step of length h of every set with the a priori boxes B (n, d); ``out``, if given,
-    receives ``J`` (n, d, d), the enclosure of the step's Jacobian over the hulls (order m,
-    bounds.md#variational), and ``L`` (n,) the bounds on ``|Df(B)|_inf``.
+    receives ``L`` (n,), the bounds on ``|Df(B)|_inf`` (bounds.md#variational).
     Guarantee: the returned sets contain Phi_h(x) for every x in the given ones."""
     n, d = B.shape
     hb = from_fmpq([h])
@@ -121,12 +120,13 @@ def lohner_step64(prog: Program, params: Iv, S: Sets, h: fmpq, B: Iv, K: int, m:
     e = from_arb([(arb(float(x)) * arb(h)).exp() - 1 for x in L.tolist()]).hi
     VB = ident + Iv(np.broadcast_to(-e[:, None, None], (n, d, d)).copy(),
                     np.broadcast_to(e[:, None, None], (n, d, d)).copy())  # fmt: skip
-    # one call for the order-K series over B (remainder) and at the centres, one for the
-    # variational series over B (remainder, seeds V_B) and over X (seeds I): sets stacked
-    both = jets64(prog, params, _stack(B, _point(S.centre)), None, K)
-    rem = both[K][:n, :, 0]
-    inc = hb * _poly([both[k][n:, :, 0] for k in range(1, K)] + [rem], hb)
+    # the variational series over B (remainder, seeds V_B) and over X (seeds I), the order-K
+    # series at the centres and over B (remainder: the variational call's values if m >= K)
     var = jets64(prog, params, _stack(B, X), _stack(VB, ident), m)
+    both = jets64(prog, params, _point(S.centre) if m >= K else _stack(_point(S.centre), B),
+                  None, K - 1 if m >= K else K)  # fmt: skip
+    rem = var[K][:n, :, 0] if m >= K else both[K][n:, :, 0]
+    inc = hb * _poly([both[k][:n, :, 0] for k in range(1, K)] + [rem], hb)
     J = _poly([var[k][n:, :, 1:] for k in range(m)] + [var[m][:n, :, 1:]], hb)  # (n, d, d)
     A = (J[:, :, :, None].scale(S.C[:, None, :, :])).sum(axis=2)  # J C, C exact
     centre = S.centre + (inc.lo + inc.hi) / 2  # any doubles
@@ -143,7 +143,7 @@ def lohner_step64(prog: Program, params: Iv, S: Sets, h: fmpq, B: Iv, K: int, m:
     Ci = _inverse(C)
     r = _imatvec(_imatmul(Ci, A), S.r) + _imatvec(Ci, z)
     if out is not None:
-        out.update(J=J, L=L)
+        out["L"] = L
     return Sets(centre, C, r)
 
 

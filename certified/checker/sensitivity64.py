@@ -29,6 +29,7 @@ __all__ = ["OPS64", "ThetaProgram", "cost64", "loss_and_gradient64", "replay_gra
 OPS64 = ("x", "p", "c", "add", "sub", "neg", "sum", "mul", "sqr", "exp", "tanh", "sigmoid")
 FACTORS = [2.0**k for k in range(-8, 7)]  # the a priori factors a producer tries, in order
 MAX_CELLS = 10**8  # the coefficients of one step held at once (1.6 GB)
+FORWARD_M = 3  # the Lohner step's variational order (the sets of points stay thin: J C r is tiny)
 
 
 def supported64(field) -> bool:
@@ -37,24 +38,25 @@ def supported64(field) -> bool:
                for (op, *_), c in zip(field.nodes, field.const, strict=True))  # fmt: skip
 
 
-def _series_cost(field, sets: int, cols: int, order: int) -> int:
+def _series_cost(prog: Program, sets: int, cols: int, order: int) -> int:
     """The cells of the Taylor series of ``jets64`` to ``order`` (m^2 / 2 convolution terms for
-    the nonlinear nodes, m matrix rows for the others), per column and set, over 8."""
-    conv = sum(op in ("mul", "sqr", "exp", "tanh", "sigmoid") for op, *_ in field.nodes)
-    rows = len(field.nodes) - len(field.names)
+    the series products, m rows for the other nodes), per column and set, over 8."""
+    conv = sum(len(idx) for op, _, kind, idx, *_ in prog.groups
+               if op in OPS64[8:] or (op == "mul" and not any(kind)))  # fmt: skip
+    rows = sum(len(g[3]) for g in prog.groups if not g[1]) - conv
     return cols * sets * (3 * conv * (order * order + 2 * order) + rows * order) // 8
 
 
 def cost64(field, n: int, steps: int, K: int, m: int) -> int:
     """Estimated cost of :func:`replay_gradient64` and :func:`loss_and_gradient64` in the units
-    of ``lohner.MAX_TAYLOR_OPS`` (~0.1 us): per step the Lohner step (order K values and the
-    order-m variational series with d parts, 2n sets), the order-1 sweep bounding f_theta
-    (d n sets), and the backward step: the order-m values again and their reverse sweep
-    (about three times the values), plus the numpy calls (~2 us each) of every group."""
-    d, P = field.dimension, len(field.names)
-    per = (_series_cost(field, 2 * n, 1 + d, m) + _series_cost(field, 2 * n, 1, K)
-           + 4 * _series_cost(field, 2 * n, 1, m) + 4 * _series_cost(field, d * n, 1, 1)
-           + n * (P + 8 * d**3) + 60 * len(field.nodes) * (K + 4 * m))  # fmt: skip
+    of ``lohner.MAX_TAYLOR_OPS`` (~0.1 us): per step the Lohner step (order K values, the
+    variational series of order min(m, 3) with d parts, 2n sets), the order-1 sweep bounding
+    f_theta, and the backward step: the order-m values again and their reverse sweep (about
+    three times the values), plus the numpy calls (~8 us each) of every group and order."""
+    prog, d, P = Program(field), field.dimension, len(field.names)
+    per = (_series_cost(prog, 2 * n, 1 + d, min(m, FORWARD_M)) + _series_cost(prog, 2 * n, 1, K)
+           + 4 * _series_cost(prog, 2 * n, 1, m) + n * (P + 8 * d**3)
+           + 800 * len(prog.groups) * (K + 4 * m))  # fmt: skip
     return int(steps * per)
 
 
@@ -104,8 +106,8 @@ def theta_adjoint(tp: ThetaProgram, tape: dict, Xb: list[Iv], order: int) -> tup
     prog, H = tp.prog, tape["H"]
     Hv = Iv(H.lo[..., 0], H.hi[..., 0])  # (order, nodes, N)
     N = Hv.shape[2]
-    Hb, Cb = Iv.zeros((order, prog.size, N)), Iv.zeros((prog.size, N))
-    XbT = [Iv(np.ascontiguousarray(x.lo.T), np.ascontiguousarray(x.hi.T)) for x in Xb]
+    Hb, Cb = Iv.zeros((order, prog.size, N)), Iv.zeros((len(prog.slot), N))  # slots, nodes
+    XbT = [Iv(x.lo.T.copy(), x.hi.T.copy()) for x in Xb]  # copies: accumulated in place
     Zb = {}
     for k in reversed(range(order)):
         _acc(Hb, (k,), prog.outputs, XbT[k + 1].divide_int(k + 1))
@@ -114,7 +116,7 @@ def theta_adjoint(tp: ThetaProgram, tape: dict, Xb: list[Iv], order: int) -> tup
                 _reverse(tp, gi, k, Hv, Hb, Cb, tape["Z"], Zb, XbT)
     thb = Iv.zeros((tp.P, N))
     for i, q in tp.pidx.items():  # a parameter: its uses as a coefficient and as a leaf
-        thb[q] = thb[q] + (Cb[i] + Hb[0, i])
+        thb[q] = thb[q] + (Cb[i] if prog.slot[i] < 0 else Cb[i] + Hb[0, prog.slot[i]])
     return Iv(thb.lo.T, thb.hi.T), Iv(XbT[0].lo.T, XbT[0].hi.T)
 
 
@@ -132,7 +134,7 @@ def _reverse(tp, gi, k, Hv, Hb, Cb, Z, Zb, XbT) -> None:
         Vb = matmul(np.ascontiguousarray(Mlo.T), np.ascontiguousarray(Mhi.T), Y)
         var = args[:, 0] >= 0
         _acc(Hb, (k,), args[var, 0], Vb[var])
-        rows, cols, cn = tp.terms[gi]
+        rows, cols, cn, _ = tp.terms[gi]
         V = Iv.zeros((len(args), Y.shape[1]))
         V[var] = Hv[k, args[var, 0]]
         V.lo[~var] = V.hi[~var] = float(k == 0)  # the offset column: the constant 1
@@ -141,9 +143,10 @@ def _reverse(tp, gi, k, Hv, Hb, Cb, Z, Zb, XbT) -> None:
     elif op == "mul" and (kind[0] or kind[1]):
         cc, vv = (0, 1) if kind[0] else (1, 0)
         _acc(Hb, (k,), args[:, vv], Y * Hv[0, args[:, cc]])
-        par = np.array([int(a) in tp.pidx for a in args[:, cc]], dtype=bool)
+        nodes = tp.prog.node[args[:, cc]]
+        par = np.array([int(a) in tp.pidx for a in nodes], dtype=bool)
         if par.any():
-            _acc(Cb, (), args[par, cc], Y[par] * Hv[k, args[par, vv]])
+            _acc(Cb, (), nodes[par], Y[par] * Hv[k, args[par, vv]])
     elif op in ("mul", "sqr"):  # c_k = sum_j a_j b_{k-j}: a_j += c b_{k-j}, b_{k-j} += c a_j
         A = Hv[: k + 1, args[:, 0]]
         Y1 = Y[None]
@@ -215,7 +218,7 @@ def replay_gradient64(field, pieces, points, steps, apriori, K: int, m: int):
                     for t, rho in enumerate(tries):
                         B = apriori64(tp.prog, theta, S, hb, float(rho))
                         try:
-                            new = lohner_step64(tp.prog, theta, S, h, B, K, m, info)
+                            new = lohner_step64(tp.prog, theta, S, h, B, K, min(m, FORWARD_M), info)
                             break
                         except ReplayError as exc:
                             if "Picard" not in str(exc) or t == len(tries) - 1:
@@ -226,35 +229,37 @@ def replay_gradient64(field, pieces, points, steps, apriori, K: int, m: int):
                                                   "failed more than MAX_FAILED_TRIES + steps / 4 "
                                                   "times") from None  # fmt: skip
                     apriori[j][s], last, S = rho, float(rho), new
-                    recs.append((theta, B, X, h, info["J"], _s_bound(tp, theta, B, info["L"], h)))
+                    recs.append((theta, B, X, h, *_bounds(tp, theta, B, info["L"], h)))
                 except ReplayError as exc:
                     raise ReplayError(f"piece {j}, step {s}: {exc}") from None
             out.append((recs, m))
         return S.hull(), out
 
 
-def _s_bound(tp, theta: Iv, B: Iv, Lx: np.ndarray, h: fmpq) -> np.ndarray:
-    """``s >= L_theta h e^{L_x h}`` per point, ``L_theta >= sup_B |f_theta|_inf`` the row sums
-    of the parameter gradients of every f_i = X[1]_i over B by :func:`theta_adjoint` (one set
-    per point and row) (training.md#sensitivity64, item 3)."""
-    n, d = B.shape
-    tape, e = {}, np.repeat(np.eye(d), n, axis=0)
-    jets64(tp.prog, theta, Iv(np.tile(B.lo, (d, 1)), np.tile(B.hi, (d, 1))), None, 1, tape)
-    mag = theta_adjoint(tp, tape, [Iv.zeros((d * n, d)), Iv(e, e.copy())], 1)[0].mag()
-    Lt = Iv(mag, mag.copy()).sum(axis=1).hi.reshape(d, n).max(axis=0)
+def _bounds(tp, theta: Iv, B: Iv, Lx: np.ndarray, h: fmpq) -> tuple[np.ndarray, np.ndarray]:
+    """Per point ``e >= e^{L_x h} - 1`` and ``s >= L_theta h e^{L_x h}``, ``L_theta >= sup
+    |f_theta|_inf`` over the hull of all the boxes B (containing each): the row sums of the
+    parameter gradients of every f_i = X[1]_i by :func:`theta_adjoint` (one set per row)
+    (training.md#sensitivity64, item 3)."""
+    d = B.shape[1]
+    tape, e, lo, hi = {}, np.eye(d), B.lo.min(axis=0), B.hi.max(axis=0)
+    jets64(tp.prog, theta, Iv(np.tile(lo, (d, 1)), np.tile(hi, (d, 1))), None, 1, tape)
+    mag = theta_adjoint(tp, tape, [Iv.zeros((d, d)), Iv(e, e.copy())], 1)[0].mag()
+    Lt = float(Iv(mag, mag.copy()).sum(axis=1).hi.max())
     with flint.ctx.workprec(53):
-        s = from_arb([arb(float(t)) * arb(h) * (arb(float(x)) * arb(h)).exp()
-                      for t, x in zip(Lt.tolist(), Lx.tolist(), strict=True)]).hi  # fmt: skip
-    if not np.isfinite(s).all():
+        grow = [(arb(float(x)) * arb(h)).exp() for x in Lx.tolist()]
+        e, s = from_arb([g - 1 for g in grow]).hi, from_arb([arb(Lt) * arb(h) * g for g in grow]).hi
+    if not (np.isfinite(e).all() and np.isfinite(s).all()):
         raise ReplayError("the variational bound overflows")
-    return s
+    return e, s
 
 
-def _step_gradient(tp, rec, m: int, q: Iv) -> Iv:
-    """Enclosure (P,) of ``sum_i q_i^T S_{h,i}`` for one step (rec from the forward pass):
-    ``sum_{k<m} h^k q^T D_theta x_k(X)`` and ``h^m q^T (D_theta x_m(B) + D_x x_m(B) S_B)``,
-    ``S_B = [-s, s]``, in one reverse sweep over the sets B and X stacked."""
-    theta, B, X, h, _, s = rec
+def _step_adjoint(tp, rec, m: int, q: Iv) -> tuple[Iv, Iv]:
+    """For one step (rec from the forward pass): enclosures (P,) of ``sum_i q_i^T S_{h,i}`` and
+    (n, d) of ``M_h^T q``: ``sum_{k<m} h^k q^T D x_k(X)`` (parameters, resp. start) and the
+    remainder ``h^m q^T (D_theta x_m(B) + D_x x_m(B) S_B)``, resp. ``h^m q^T D_x x_m(B) V_B``
+    (``S_B = [-s, s]``, ``V_B = I + [-e, e]``), in one reverse sweep over B and X stacked."""
+    theta, B, X, h, e, s = rec
     n, d = X.shape
     tape, hb = {}, from_fmpq([h])
     jets64(tp.prog, theta, Iv(np.concatenate([B.lo, X.lo]), np.concatenate([B.hi, X.hi])),
@@ -266,16 +271,17 @@ def _step_gradient(tp, rec, m: int, q: Iv) -> Iv:
         hk = hk * Iv(hb.lo[:, None], hb.hi[:, None])
     thb, x0b = theta_adjoint(tp, tape, Xb, m)
     gx = x0b[:n].mag()
-    rad = (Iv(gx, gx.copy()).sum(axis=1) * Iv(s, s.copy())).hi  # >= s sum_i |g_x,i|
-    per = thb[:n] + thb[n:] + Iv(-rad[:, None], rad[:, None])
-    return per.sum(axis=0)
+    gsum = Iv(gx, gx.copy()).sum(axis=1)  # >= sum_i |h^m q^T D_x x_m(B)|_i
+    rs, re = (gsum * Iv(s, s.copy())).hi[:, None], (gsum * Iv(e, e.copy())).hi[:, None]
+    per = thb[:n] + thb[n:] + Iv(-rs, rs)
+    return per.sum(axis=0), x0b[n:] + x0b[:n] + Iv(-re, re)
 
 
 def loss_and_gradient64(finals: Iv, mats, targets, pieces, eps: fmpq) -> tuple:
     """Intervals of J (shape (1,)) and of ``grad_{theta_l} J`` (shape (P,) per piece), for
     ``J = (1/N) sum_i |x_i(T) - y_i|^2 / 2 + (eps/2) sum_l h_l |theta_l|^2``: the adjoint
-    ``q = (x(T) - y) / N`` carried back over the steps, ``g_l += sum_i q^T S_h`` (a reverse
-    sweep per step, :func:`_step_gradient`), ``q <- M_h^T q``.
+    ``q = (x(T) - y) / N`` carried back over the steps, ``g_l += sum_i q^T S_h`` and
+    ``q <- M_h^T q`` (a reverse sweep per step, :func:`_step_adjoint`).
     Guarantee: encloses (proofs/training.md#gradient, #sensitivity64)."""
     n, d = finals.shape
     tp, per_piece = mats[0], mats[1:]
@@ -291,11 +297,10 @@ def loss_and_gradient64(finals: Iv, mats, targets, pieces, eps: fmpq) -> tuple:
             recs, m = per_piece[j]
             g = Iv.zeros((tp.P,))
             for rec in reversed(recs):
-                t = _step_gradient(tp, rec, m, q)
-                if not t.finite():
+                t, q = _step_adjoint(tp, rec, m, q)
+                if not (t.finite() and q.finite()):
                     raise ReplayError(f"piece {j}: the gradient overflows")
                 g = g + t
-                q = (rec[4] * q[:, :, None]).sum(axis=1)
             h, theta = pieces[j]
             reg = from_fmpq([eps * h * v for v in theta])
             grads[j] = g + Iv(reg.lo, reg.hi)

@@ -155,3 +155,50 @@ def test_the_float64_replay_needs_53_bits_and_supported_operations():
     field = read_field("lorenz", time="1/8").field.expression
     with flint.ctx.workprec(64), pytest.raises(ReplayError, match="53 bits"):
         replay_flow(field, [], [], [], [], 4, 2, [], arithmetic="float64")
+
+
+def _supported64_fields():
+    from certified.checker.sensitivity64 import supported64
+
+    return expression_fields(d=(1, 2), depth=3, parameters=(1, 2)).filter(
+        lambda p: supported64(p.field.expression)
+    )
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[*_SLOW, HealthCheck.filter_too_much]
+)
+@given(_supported64_fields(), st.integers(0, 2**32 - 1))
+def test_the_reverse_sweep_contains_the_200_bit_gradient(problem, seed):
+    # sensitivity64.theta_adjoint: the gradients of sum_k w_k . X_k in the start and in the
+    # parameters contain the 200-bit duals of the augmented field (every operation of OPS64)
+    from certified.checker.sensitivity import augmented_field
+    from certified.checker.sensitivity64 import ThetaProgram, theta_adjoint
+
+    field = problem.field.expression
+    d, P, rng = field.dimension, len(field.names), np.random.default_rng(seed)
+    n, order = 2, 4
+    x = rng.uniform(-0.5, 0.5, (n, d))
+    w = rng.uniform(-1, 1, (order + 1, n, d))
+    tp, values, tape = ThetaProgram(field), problem.pieces[0].values, {}
+    try:
+        jets64(tp.prog, from_fmpq(list(values)), Iv(x, x.copy()), None, order, tape)
+        gt, gx = theta_adjoint(tp, tape, [Iv(wk, wk.copy()) for wk in w], order)
+    except ReplayError:
+        assume(False)
+    assume(gt.finite() and gx.finite())
+    aug, D = augmented_field(field), d + P
+    with flint.ctx.workprec(200):
+        ident = [[flint.arb(int(r == c)) for c in range(D)] for r in range(D)]
+        for i in range(n):
+            z = [flint.arb(float(v)) for v in x[i]] + [flint.arb(v) for v in values]
+            ref = field_jets(aug, [], z, ident, order)
+            for c in range(D):
+                terms = (flint.arb(float(w[k, i, q])) * ref[k][q][1 + c]
+                         for k in range(order + 1) for q in range(d))  # fmt: skip
+                g = sum(terms, flint.arb(0))
+                assert g.rad() < 1e-30
+                got, col = (gx, c) if c < d else (gt, c - d)
+                assert (
+                    flint.arb(float(got.lo[i, col])) <= g.mid() <= flint.arb(float(got.hi[i, col]))
+                )
