@@ -136,9 +136,10 @@ def _one_output_problem(args: argparse.Namespace, option: str, out) -> str | Non
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``certified ARGV``; return the exit code (see the module docstring)."""
-    previous = None
+    previous, unraisable = None, sys.unraisablehook
     if hasattr(signal, "SIGTERM") and _in_main_thread():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        sys.unraisablehook = _signal_again(unraisable)
     try:
         return _main(sys.argv[1:] if argv is None else list(argv))
     except _Terminated:  # before the command started: nothing can have been written
@@ -150,6 +151,31 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+            sys.unraisablehook = unraisable
+
+
+def _signal_again(hook):
+    """An unraisable-exception hook: a signal's exception raised inside a callback from C
+    (llvmlite's object cache, ctypes), where Python can only print and drop it, is raised
+    again 10 ms later by a one-shot SIGALRM (by then, back in Python code); other exceptions
+    go to ``hook``. Found by the interrupt trials of issue 11 (a traceback on stderr, and the
+    command went on)."""
+
+    def handle(unraisable) -> None:
+        exc = unraisable.exc_value
+        if not isinstance(exc, (_Terminated, KeyboardInterrupt)) or not hasattr(signal, "SIGALRM"):
+            hook(unraisable)
+            return
+        kind = type(exc)
+
+        def again(signum, frame):
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            raise kind
+
+        signal.signal(signal.SIGALRM, again)
+        signal.setitimer(signal.ITIMER_REAL, 0.01)
+
+    return handle
 
 
 def _main(argv: list[str]) -> int:
