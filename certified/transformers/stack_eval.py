@@ -33,6 +33,8 @@ __all__ = [
     "erf64",
     "gelu_interval",
     "interval_layer",
+    "layernorm_interval",
+    "norm_label",
     "token_weights",
 ]
 
@@ -218,7 +220,9 @@ def norm_label(layer: Any, index: int) -> str:
     return f"layers[{index}] (layernorm)"
 
 
-def _layernorm(c: CompiledLayer, X: Interval, label: str) -> Interval:
+def layernorm_interval(c: CompiledLayer, X: Interval, label: str) -> Interval:
+    """The layer norm of ``c`` over interval tokens; LayerNormDenominatorError naming ``label``
+    and the token when a variance is not certified > 0. Guarantee: encloses."""
     C = iv.matmul(X, c.center)
     var = iv.isum(iv.sqr(C), axis=1) * c.inv_d + c.eps
     bad = np.flatnonzero(var.lo <= 0)
@@ -309,8 +313,8 @@ def interval_layer(c: CompiledLayer, X: Interval, index: int, w: Interval | None
     ``Y = X`` (proofs/stack.md#prenorm); a layer norm ``LN(X)``. Guarantee: encloses."""
     layer = c.layer
     if c.norm is None and not isinstance(layer, (AttentionLayer, MLPLayer)):
-        return _layernorm(c, X, norm_label(layer, index))
-    Y = X if c.norm is None else _layernorm(c.norm, X, norm_label(layer, index))
+        return layernorm_interval(c, X, norm_label(layer, index))
+    Y = X if c.norm is None else layernorm_interval(c.norm, X, norm_label(layer, index))
     if isinstance(layer, AttentionLayer):
         out = _attention(c, Y, w, layer.mask_for(n))
     else:

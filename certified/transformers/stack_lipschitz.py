@@ -34,6 +34,8 @@ from certified.transformers.stack_eval import (
     compile_stack,
     enclose_stack,
     float_forward,
+    layernorm_interval,
+    norm_label,
     softmax_intervals,
     token_weights,
 )
@@ -91,7 +93,7 @@ def _blocks_full(blocks: Interval, n: int, d: int) -> Interval:
 
 def _attention_jacobian(c: CompiledLayer, X: Interval, w, mask) -> Interval:
     """``J_il = P_il (G + G (x_l - m_i) (Aᵀ x_i)ᵀ) + δ_il G Cov_i Aᵀ`` summed over heads
-    (proofs/stack.md#jacobians), plus the identity with a residual."""
+    (proofs/stack.md#jacobians), without the residual's identity."""
     n, d = X.shape
     total = None
     for A_exact, G_exact in c.exact:
@@ -115,8 +117,6 @@ def _attention_jacobian(c: CompiledLayer, X: Interval, w, mask) -> Interval:
             diag_lo[i], diag_hi[i] = Di.lo, Di.hi
         full = J.reshape(n * d, n * d) + _blocks_full(Interval(diag_lo, diag_hi), n, d)
         total = full if total is None else total + full
-    if c.layer.residual:
-        total = total + np.eye(n * d)
     return total
 
 
@@ -148,14 +148,13 @@ def _mlp_jacobian(c: CompiledLayer, X: Interval) -> Interval:
     slopes = _activation_slopes(c.layer.activation, Z)
     W1, W2 = c.W1t.T, c.W2t.T
     lo, hi = np.empty((n, d, d)), np.empty((n, d, d))
-    eye = np.eye(d) if c.layer.residual else np.zeros((d, d))
     for i in range(n):
-        Ji = iv.matmul(W2 * slopes[i][None, :], W1) + eye
+        Ji = iv.matmul(W2 * slopes[i][None, :], W1)
         lo[i], hi[i] = Ji.lo, Ji.hi
     return _blocks_full(Interval(lo, hi), n, d)
 
 
-def _layernorm_jacobian(c: CompiledLayer, X: Interval, index: int) -> Interval:
+def _layernorm_jacobian(c: CompiledLayer, X: Interval, label: str) -> Interval:
     from certified.transformers.stack_eval import LayerNormDenominatorError
 
     n, d = X.shape
@@ -164,7 +163,7 @@ def _layernorm_jacobian(c: CompiledLayer, X: Interval, index: int) -> Interval:
     if np.any(var.lo <= 0):
         i = int(np.flatnonzero(var.lo <= 0)[0])
         raise LayerNormDenominatorError(
-            f"layers[{index}] (layernorm): the variance of token {i} is not certified > 0 over "
+            f"{label}: the variance of token {i} is not certified > 0 over "
             "the Lipschitz domain; give a smaller --radius or eps > 0"
         )
     sigma = iv.sqrt(var)[:, None]
@@ -176,19 +175,27 @@ def _layernorm_jacobian(c: CompiledLayer, X: Interval, index: int) -> Interval:
 
 def layer_jacobian(stack: Stack, index: int, X: Interval, weights: Any = None) -> Interval:
     """Interval enclosure of layer ``index``'s Jacobian (slopes for ReLU) over the boxes ``X``
-    (n x d), flattened row-major to ``(n d, n d)``.
+    (n x d), flattened row-major to ``(n d, n d)``. A pre-normed layer ``[x] + f(LN(x))`` gets
+    ``[I] + J_f(Y) J_LN(X)`` with ``Y ⊇ LN(X)`` (proofs/stack.md#prenorm-lipschitz).
 
-    Guarantee: encloses ``DF_l(X')`` for every ``X'`` in ``X`` (and every chord slope matrix
-    between two points of ``X``)."""
+    Guarantee: encloses ``DF_l(X')`` for every ``X'`` in ``X`` and every slope matrix ``S``
+    with ``F_l(X') - F_l(X'') = S (X' - X'')`` for two points of ``X`` built as in
+    proofs/stack.md#jacobians."""
     c = compile_stack(stack)[index]
-    n = X.shape[0]
+    n, d = X.shape
+    label = norm_label(c.layer, index)
+    if not isinstance(c.layer, (AttentionLayer, MLPLayer)):
+        return _layernorm_jacobian(c, X, label)
+    Y = X if c.norm is None else layernorm_interval(c.norm, X, label)
     if isinstance(c.layer, AttentionLayer):
         wq = token_weights(weights, n)
         w = None if wq is None else Interval.from_exact(wq.reshape(1, n))
-        return _attention_jacobian(c, X, w, c.layer.mask_for(n))
-    if isinstance(c.layer, MLPLayer):
-        return _mlp_jacobian(c, X)
-    return _layernorm_jacobian(c, X, index)
+        J = _attention_jacobian(c, Y, w, c.layer.mask_for(n))
+    else:
+        J = _mlp_jacobian(c, Y)
+    if c.norm is not None:
+        J = iv.matmul(J, _layernorm_jacobian(c.norm, X, label))
+    return J + np.eye(n * d) if c.layer.residual else J
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,19 @@ def _attention(draw: Any, d: int, n: int, scale: float) -> dict:
         layer["residual"] = False
     if draw(st.booleans()):
         layer["scale"] = "1/2"
+    if draw(st.booleans()):
+        layer["norm"] = draw(_norm(d, scale))
     return layer
+
+
+@st.composite
+def _norm(draw: Any, d: int, scale: float) -> dict:
+    """A pre-normalisation ``{"gamma"?, "beta"?, "eps"}`` (eps > 0)."""
+    norm: dict = {"eps": draw(st.sampled_from(["1/1000", "1/10", 1]))}
+    if draw(st.booleans()):
+        norm["gamma"] = draw(st.lists(_number(scale), min_size=d, max_size=d))
+        norm["beta"] = draw(st.lists(_number(scale), min_size=d, max_size=d))
+    return norm
 
 
 @st.composite
@@ -73,23 +85,24 @@ def _mlp(draw: Any, d: int, scale: float) -> dict:
     }
     if draw(st.booleans()):
         layer["step"] = "1/2"
+    if draw(st.booleans()):
+        layer["residual"] = False
+    if draw(st.booleans()):
+        layer["norm"] = draw(_norm(d, scale))
     return layer
 
 
 @st.composite
 def _layernorm(draw: Any, d: int, scale: float) -> dict:
-    layer: dict = {"type": "layernorm", "eps": draw(st.sampled_from(["1/1000", "1/10", 1]))}
-    if draw(st.booleans()):
-        layer["gamma"] = draw(st.lists(_number(scale), min_size=d, max_size=d))
-        layer["beta"] = draw(st.lists(_number(scale), min_size=d, max_size=d))
-    return layer
+    return {"type": "layernorm", **draw(_norm(d, scale))}
 
 
 @st.composite
 def stack_models(draw: Any, d: int, n: int, max_layers: int = 4, scale: float = 1.0) -> dict:
     """Model files (decoded JSON) on R^d for n tokens: 1..max_layers layers of every kind
     (attention with 1-2 heads, optional output projection, causal or explicit masks, steps,
-    scales; MLPs with relu / tanh / gelu; layer norms with eps > 0). Guarantee: none."""
+    scales; MLPs with relu / tanh / gelu; layer norms with eps > 0; attention and MLP layers
+    pre-normalised, ``x + h f(LN(x))``, about half of the time). Guarantee: none."""
     layers = []
     for _ in range(draw(st.integers(1, max_layers))):
         kind = draw(st.sampled_from(["attention", "mlp", "layernorm"]))

@@ -120,3 +120,74 @@ def test_a_replay_beyond_the_cost_limit_is_rejected_before_it_starts(cert):
     bad["hints"] = {"prec": 4096, "layers": []}
     verdict = check_certificate(bad)
     assert not verdict.verified and "cost limit" in verdict.reason
+
+
+# --- pre-normalised layers (version 2) ----------------------------------------------------------
+
+PRE_LN = {
+    "dimension": 2,
+    "layers": [
+        {"type": "attention", "norm": {"eps": "1/1000", "gamma": [1, 2], "beta": [0, "1/2"]},
+         "heads": [{"Q": [[1, 0.5]], "K": [[0.25, -1]], "V": [[1, 0], [0.5, 1]]}]},
+        {"type": "mlp", "norm": {"eps": "1/100"}, "W1": [[1, -1], [0.5, 0.5]], "b1": [0, 0.25],
+         "W2": [[1, 0], [0, 1]], "b2": [0.125, 0], "activation": "gelu", "step": "1/2"},
+    ],
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pre_ln_cert():
+    sc = stack_certificate(parse_stack(PRE_LN), TOKENS, WEIGHTS, prec=96)
+    return json.loads(json.dumps(sc.certificate))
+
+
+def test_the_checker_accepts_pre_ln_blocks_at_version_2(pre_ln_cert):
+    assert pre_ln_cert["version"] == 2
+    assert pre_ln_cert["instance"]["model"]["layers"][0]["norm"]["gamma"] == ["1", "2"]
+    verdict = check_certificate(pre_ln_cert)
+    assert verdict.verified, verdict.reason
+
+
+def _layer0(c):
+    return c["instance"]["model"]["layers"][0]
+
+
+PRE_LN_MUTATIONS = [
+    _mut("norm gamma changed", lambda c: _layer0(c)["norm"]["gamma"].__setitem__(1, "3")),
+    _mut("norm beta changed", lambda c: _layer0(c)["norm"]["beta"].__setitem__(0, "1/4")),
+    _mut("norm eps changed", lambda c: _layer0(c)["norm"].__setitem__("eps", "1")),
+    _mut("norm removed", lambda c: _layer0(c).pop("norm")),
+    _mut("mlp norm removed", lambda c: c["instance"]["model"]["layers"][1].pop("norm")),
+    _mut("norm gamma of wrong length", lambda c: _layer0(c)["norm"]["gamma"].append("1")),
+    _mut("norm eps negative", lambda c: _layer0(c)["norm"].__setitem__("eps", "-1/1000")),
+    _mut("norm unknown field", lambda c: _layer0(c)["norm"].__setitem__("type", "layernorm")),
+    _mut("norm replaced by a layernorm layer", lambda c: c["instance"]["model"]["layers"]
+         .insert(0, {"type": "layernorm", **_layer0(c).pop("norm")})),
+    _mut("read as version 1", lambda c: c.__setitem__("version", 1)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("mutate", PRE_LN_MUTATIONS)
+def test_a_tampered_pre_ln_certificate_is_rejected(pre_ln_cert, mutate):
+    bad = copy.deepcopy(pre_ln_cert)
+    mutate(bad)
+    verdict = check_certificate(bad)
+    assert not verdict.verified, "accepted a tampered certificate"
+    assert verdict.reason
+
+
+def test_version_1_certificates_are_still_read(cert):
+    old = copy.deepcopy(cert)
+    old["version"] = 1  # a certificate written before pre-norms: same layout, no "norm"
+    assert check_certificate(old).verified
+    old["instance"]["model"]["layers"][1]["norm"] = {"eps": "1"}
+    verdict = check_certificate(old)
+    assert not verdict.verified and "unknown field 'norm'" in verdict.reason
+
+
+def test_a_pre_norm_whose_variance_may_vanish_is_rejected(pre_ln_cert):
+    bad = copy.deepcopy(pre_ln_cert)
+    _layer0(bad)["norm"]["eps"] = "0"
+    bad["instance"]["tokens"][1] = ["1", "1"]  # equal coordinates: variance exactly 0
+    verdict = check_certificate(bad)
+    assert not verdict.verified and "variance of token 1" in verdict.reason

@@ -83,6 +83,9 @@ def _attention(mask):
             "heads": [{"Q": [[1, 0]], "K": [[0, 1]], "V": [[1, 0], [0, 1]]}]}  # fmt: skip
 
 
+_PRE_MLP = {"type": "mlp", "W1": [[1, 0]], "b1": [0], "W2": [[1], [0]], "b2": [0, 0],
+            "activation": "relu"}  # fmt: skip
+
 BAD = [
     ({"dimension": 2, "layers": [{"type": "layernorm"}]}, "1,1\n2,3\n", None,
      "layers[0] (layernorm): the variance of token 0 is not certified > 0"),
@@ -105,6 +108,20 @@ BAD = [
                                   "b2": [0, 0], "activation": "sigmoid"}]}, TOKENS, None,
      "activation"),
     ({"dimension": 2, "layers": [_attention("anticausal")]}, TOKENS, None, "mask"),
+    # pre-normalised layers: the norm's denominator, dimension and eps
+    ({"dimension": 2, "layers": [{**_attention("causal"), "norm": {}}]}, "1,1\n2,3\n", None,
+     "layers[0].norm (attention's pre-norm): the variance of token 0 is not certified > 0"),
+    ({"dimension": 2, "layers": [{**_PRE_MLP, "norm": {"eps": 0}}]}, "2,3\n-1,-1\n", None,
+     "layers[0].norm (mlp's pre-norm): the variance of token 1 is not certified > 0"),
+    ({"dimension": 2, "layers": [{**_attention("causal"), "norm": {"gamma": [1, 2, 3]}}]}, TOKENS,
+     None, "layers[0].norm.gamma: has shape (3,); give a list of 2 numbers"),
+    ({"dimension": 2, "layers": [{**_PRE_MLP, "norm": {"beta": [1]}}]}, TOKENS, None,
+     "layers[0].norm.beta: has shape (1,); give a list of 2 numbers"),
+    ({"dimension": 2, "layers": [{**_PRE_MLP, "norm": {"eps": "-1/100"}}]}, TOKENS, None,
+     "layers[0].norm.eps: -1/100 is negative; give eps >= 0"),
+    ({"dimension": 2, "layers": [{**_PRE_MLP, "norm": {"epsilon": 1}}]}, TOKENS, None,
+     "layers[0].norm"),
+    ({"dimension": 2, "layers": [{**_PRE_MLP, "norm": [1, 0]}]}, TOKENS, None, "norm"),
 ]  # fmt: skip
 
 
@@ -148,3 +165,30 @@ def test_a_lipschitz_domain_too_wide_is_undecided_not_an_error(tmp_path, capsys)
     assert main([*argv, "--lipschitz", "--radius", "1", "--out", str(out), "--json"]) == 0
     lip = json.loads(capsys.readouterr().out)["lipschitz"]
     assert "variance" in lip["undecided"] and check_file(out).verified
+
+
+def test_lipschitz_of_pre_ln_blocks_brackets_the_jacobian(tmp_path, capsys):
+    # x + attn(LN x), x + MLP(LN x): per layer [I] + J_f(LN(D)) J_LN(D) (proofs/stack.md
+    # #prenorm-lipschitz); the upper bounds must cover the Jacobian norm at the centre
+    from certified.transformers.stack_lipschitz import float_jacobian_norm
+    from certified.transformers.stack_model import parse_stack
+
+    model = {"dimension": 3, "layers": [
+        {"type": "attention", "norm": {"eps": "1/100", "gamma": [1, 2, "1/2"]}, "step": "1/2",
+         "heads": [{"Q": [[1, 0.5, 0]], "K": [[0.5, -1, 1]], "V": [[1, 0, 0], [0.5, 1, 0],
+                                                                  [0, 0, 1]]}]},
+        {"type": "mlp", "norm": {"eps": "1/100"}, "W1": [[1, -1, 0], [0.5, 1, 1]],
+         "b1": [0, 0.25], "W2": [[1, 0], [0, -1], [1, 1]], "b2": [0, 0, 0],
+         "activation": "tanh"}]}  # fmt: skip
+    tokens = "0.5,-1,2\n1/3,2,0\n-0.25,0.75,1\n"
+    out = tmp_path / "c.json"
+    argv = _files(tmp_path, model=model, tokens=tokens)
+    assert main([*argv, "--lipschitz", "--radius", "1/4096", "--out", str(out), "--json"]) == 0
+    lip = json.loads(capsys.readouterr().out)["lipschitz"]
+    X = np.array([[0.5, -1, 2], [1 / 3, 2, 0], [-0.25, 0.75, 1]])
+    centre = float_jacobian_norm(parse_stack(model), X)
+    upper = float(lip["composition_upper"])
+    assert 0 < float(lip["lower"]) <= upper <= float(lip["product_upper"]) * 1.0001
+    assert centre <= upper * (1 + 1e-6) and upper <= 2 * centre  # sound and not wildly loose
+    assert float(lip["lower"]) >= 0.5 * centre
+    assert check_file(out).verified

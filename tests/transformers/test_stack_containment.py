@@ -76,9 +76,27 @@ _PINNED = (
 )  # fmt: skip
 
 
+_PINNED_PRE_LN = (
+    {"dimension": 3, "layers": [
+        {"type": "attention", "norm": {"eps": "1/1000", "gamma": [1, -0.5, 2],
+                                       "beta": [0, 0.25, -1]},
+         "heads": [{"Q": [[1, -2, 0.5]], "K": [[0.5, 1, 1]], "V": [[1, 0.25, -1]],
+                    "W": [[1], [0], [0.5]]}]},
+        {"type": "mlp", "norm": {"eps": "1/10"}, "W1": [[1, 1, 0], [0, -1, 1]],
+         "b1": [-0.75, 0.5], "W2": [[1, 0], [-1, 0.5], [0, 1]], "b2": [0, 0.5, 0],
+         "activation": "gelu", "step": "1/2"},
+        {"type": "attention", "mask": "causal", "residual": False, "norm": {"eps": 1},
+         "heads": [{"Q": [[2, 0, -1]], "K": [[1, 1, 1]], "V": [[1, 0, 0], [0, 1, 0],
+                                                              [0, 0, 1]]}]}]},
+    [[0.5, -1.0, 2.0], [1.5, 2.0, -0.5], [-0.25, 0.75, 0.0]],
+    ["1/2", "1/4", "1/4"],
+)  # fmt: skip
+
+
 @settings(max_examples=_examples(40))
 @given(instances())
 @example(_PINNED)
+@example(_PINNED_PRE_LN)
 def test_interval_and_ball_engines_contain_the_50_digit_reference(inst):
     model, tokens, weights = inst
     stack = parse_stack(model)
@@ -162,6 +180,47 @@ def test_depth_one_relu_mlp_is_one_residual_layer_in_exact_rationals(tokens):
     exact = _exact_relu_mlp(X, W1, b1, W2, b2, Fraction(1, 2))
     boxes = certify_stack(parse_stack(model), tokens, None, prec=128)
     _assert_equal_exactly(boxes[-1], exact)
+
+
+@given(st.lists(st.tuples(st.integers(-8, 8), st.booleans()), min_size=3, max_size=3),
+       st.lists(st.integers(1, 5), min_size=3, max_size=3))  # fmt: skip
+def test_depth_one_pre_ln_blocks_are_residual_layers_in_exact_rationals(draw, raw):
+    # tokens (t + 3, t - 3) or (t - 3, t + 3), t a multiple of 1/4: variance 9, eps = 16
+    tokens = [[Fraction(t, 4) + (3 if up else -3), Fraction(t, 4) - (3 if up else -3)]
+              for t, up in draw]  # fmt: skip
+    gamma, beta = ["1/2", 2], [1, "-1/4"]
+    G = [[1, "-1/3"], [1, "-1/3"]]  # equal rows: x + attn(LN x) keeps the variance 9
+    W1, b1, W2, b2 = [[1, -1], [0.5, 2]], [0.25, -0.5], [[1, 0], [-1, 1]], [0, 1]
+    norm = {"gamma": gamma, "beta": beta, "eps": 16}
+    model = {"dimension": 2, "layers": [
+        {"type": "attention", "norm": norm, "heads": [{"Q": [[0, 0]], "K": [[1, -1]], "V": G}]},
+        {"type": "mlp", "norm": norm, "W1": W1, "b1": b1, "W2": W2, "b2": b2,
+         "activation": "relu", "step": "1/2"}]}  # fmt: skip
+    w = [Fraction(k, sum(raw)) for k in raw]
+
+    def ln(x):
+        m = sum(x) / 2
+        var = sum((v - m) ** 2 for v in x) / 2 + 16
+        assert var == 25  # the square root is exact
+        return [
+            Fraction(g) * (v - m) / 5 + Fraction(b) for v, g, b in zip(x, gamma, beta, strict=True)
+        ]
+
+    Gq = [[Fraction(g) for g in r] for r in G]
+    # x + attn(LN x): uniform scores, so attn(LN x)_i = G Σ_j w_j LN(x_j)
+    mean = [sum(wj * y[a] for wj, y in zip(w, map(ln, tokens), strict=True)) for a in range(2)]
+    X1 = [[x[a] + sum(Gq[a][b] * mean[b] for b in range(2)) for a in range(2)] for x in tokens]
+    # x + MLP(LN x): the ReLU MLP on the normed token, the residual on the un-normed one
+    mlp = _exact_relu_mlp([ln(x) for x in X1], W1, b1, W2, b2, Fraction(1, 2))
+    exact = [[x[a] + m[a] - y[a] for a in range(2)]
+             for x, y, m in zip(X1, map(ln, X1), mlp, strict=True)]  # fmt: skip
+    boxes = certify_stack(parse_stack(model), tokens, [str(q) for q in w], prec=128)
+    _assert_equal_exactly(boxes[1], X1)
+    _assert_equal_exactly(boxes[-1], exact)
+    layers = enclose_stack(parse_stack(model), tokens, [str(q) for q in w]).layers
+    for i, row in enumerate(exact):
+        for a, v in enumerate(row):
+            assert Fraction(layers[-1].lo[i, a]) <= v <= Fraction(layers[-1].hi[i, a])
 
 
 # --- the score convention ----------------------------------------------------------------------

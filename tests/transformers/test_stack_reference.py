@@ -1,7 +1,8 @@
 """A 50-digit mpmath reference of layer stacks, written from the formulas of
 certified/transformers/stack_model.py (not from the package's code): the score of key x_j at
-query x_i is s <Q x_j, K x_i>, literally. Other stack tests import it; the tests here check
-the reference against closed forms."""
+query x_i is s <Q x_j, K x_i>, literally; a layer with a "norm" is x + h f(LN(x)) (queries,
+keys, values and the MLP's input all from the normed tokens, the residual from x). Other
+stack tests import it; the tests here check the reference against closed forms."""
 
 from __future__ import annotations
 
@@ -94,6 +95,20 @@ def _layernorm(layer, X):
     return out
 
 
+def _prenormed(layer, X):
+    """Y = LN(X) for a layer with a "norm", else X (the sublayer's input)."""
+    if "norm" not in layer:
+        return X
+    return _layernorm(layer["norm"], X)
+
+
+def _residual_block(layer, X, F):
+    """[x_i] + F_i: F computed from the (pre-normed) tokens, the residual from X."""
+    if not layer.get("residual", True):
+        return F
+    return [[a + b for a, b in zip(x, f, strict=True)] for x, f in zip(X, F, strict=True)]
+
+
 def reference_layers(model, tokens, weights=None, dps=DPS):
     """Tokens after every layer at ``dps`` digits (list of n x d lists of mpf)."""
     with mpmath.workdps(dps):
@@ -103,9 +118,11 @@ def reference_layers(model, tokens, weights=None, dps=DPS):
         out = [X]
         for layer in model["layers"]:
             if layer["type"] == "attention":
-                X = _attention(layer, X, w)
+                bare = {**layer, "residual": False}
+                X = _residual_block(layer, X, _attention(bare, _prenormed(layer, X), w))
             elif layer["type"] == "mlp":
-                X = _mlp(layer, X)
+                bare = {**layer, "residual": False}
+                X = _residual_block(layer, X, _mlp(bare, _prenormed(layer, X)))
             else:
                 X = _layernorm(layer, X)
             out.append(X)
@@ -143,3 +160,16 @@ def test_gelu_changes_monotonicity_between_minus_076_and_minus_075():
                 2 * flint.arb.pi()
             ).sqrt()
             assert (g1 < 0) if sign < 0 else (g1 > 0)
+
+
+def test_reference_pre_ln_block_closed_form():
+    # d = 2, eps = 0: LN(a, b) = (1, -1) when a > b; uniform attention (Q = 0) on the normed
+    # tokens adds h G mean(LN x_j); the residual adds the un-normed token
+    layer = {"type": "attention", "norm": {}, "step": "1/2",
+             "heads": [{"Q": [[0, 0]], "K": [[1, 1]], "V": [[1, 0], [2, 1]]}]}  # fmt: skip
+    out = reference_layers({"dimension": 2, "layers": [layer]}, [[3, 1], [0, 5]])[-1]
+    # normed tokens (1, -1), (-1, 1): mean 0, so the layer is the identity
+    assert [[float(v) for v in row] for row in out] == [[3, 1], [0, 5]]
+    out = reference_layers({"dimension": 2, "layers": [layer]}, [[3, 1], [5, 0]])[-1]
+    # both normed (1, -1): G (1, -1) = (1, 1), times h = 1/2
+    assert [[float(v) for v in row] for row in out] == [[3.5, 1.5], [5.5, 0.5]]
