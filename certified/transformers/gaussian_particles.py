@@ -13,8 +13,15 @@ import flint
 import numpy as np
 
 from certified.errors import InputError
+from certified.transformers.gaussian_moments import GaussianEnclosure
 
-__all__ = ["gauss_hermite_tokens", "particle_instance", "particle_moments", "sampled_tokens"]
+__all__ = [
+    "empirical_moments",
+    "gauss_hermite_tokens",
+    "particle_instance",
+    "particle_moments",
+    "sampled_tokens",
+]
 
 
 def particle_instance(pde, tokens: Any, weights: Any = None):
@@ -72,35 +79,24 @@ def gauss_hermite_tokens(pde, nodes: int) -> tuple[list[list[float]], list[str]]
     return X.tolist(), [fmpq_to_str(v) for v in q]
 
 
-def particle_moments(pde, tokens: Any, weights: Any = None, prec: int | None = None):
-    """Certified empirical mean ``sum_j w_j x_j(T)`` and covariance
-    ``sum_j w_j (x_j - mean)(x_j - mean)ᵀ`` of the particle system at the schedule's end,
-    as a :class:`~certified.transformers.gaussian_moments.GaussianEnclosure` (the token
-    enclosures of rule taylor-lohner, combined in arb ball arithmetic from exact endpoints;
-    the mean is substituted as a ball, which over-approximates: every term contains its
-    value).
+def empirical_moments(lo: Any, hi: Any, weights: Any, prec: int | None = None):
+    """Certified empirical mean ``sum_j w_j x_j`` and covariance
+    ``sum_j w_j (x_j - mean)(x_j - mean)ᵀ`` of tokens known to lie in the boxes ``[lo, hi]``
+    (n x d doubles) with exact masses ``weights``, as a
+    :class:`~certified.transformers.gaussian_moments.GaussianEnclosure` (arb ball arithmetic
+    from the exact endpoints; the mean is substituted as a ball, which over-approximates: every
+    term contains its value; proofs/particles.md#moments).
 
-    Raises
-    ------
-    InputError
-        When the flow of the particles could not be certified (the engine's message).
-
-    Guarantee: the boxes contain the empirical mean and covariance at the final time.
-    """
+    Guarantee: the boxes contain the empirical mean and covariance of every token set in the
+    boxes."""
     from certified.arith.ball import endpoints, precision
     from certified.arith.exact import to_fmpq
-    from certified.transformers.flow import token_enclosures, transformer_flow
-    from certified.transformers.gaussian_moments import GaussianEnclosure
 
-    inst = particle_instance(pde, tokens, weights)
-    res = transformer_flow(inst, prec=prec)
-    if res.status.name != "SUCCESS":
-        raise InputError(f"the particle flow could not be certified: {res.message}")
-    box = token_enclosures(inst, res)[0]
-    n, d = box.shape
-    w = inst.masses[0] or tuple(flint.fmpq(1, n) for _ in range(n))
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    n, d = lo.shape
+    w = list(weights)
     with precision(max(prec or 53, 128)):
-        X = [[flint.arb(to_fmpq(float(box.lo[j, c]))).union(flint.arb(to_fmpq(float(box.hi[j, c]))))
+        X = [[flint.arb(to_fmpq(float(lo[j, c]))).union(flint.arb(to_fmpq(float(hi[j, c]))))
               for c in range(d)] for j in range(n)]  # fmt: skip
         mean = [sum((flint.arb(w[j]) * X[j][c] for j in range(n)), flint.arb(0)) for c in range(d)]
         dev = [[X[j][c] - mean[c] for c in range(d)] for j in range(n)]
@@ -109,3 +105,53 @@ def particle_moments(pde, tokens: Any, weights: Any = None, prec: int | None = N
         return GaussianEnclosure(
             tuple(endpoints(x) for x in mean), tuple(tuple(endpoints(x) for x in r) for r in cov)
         )
+
+
+def particle_moments(
+    pde, tokens: Any, weights: Any = None, prec: int | None = None, *, method: str = "engine",
+    **options: Any,
+):  # fmt: skip
+    """Certified empirical mean ``sum_j w_j x_j(T)`` and covariance
+    ``sum_j w_j (x_j - mean)(x_j - mean)ᵀ`` of the particle system at the schedule's end,
+    as a :class:`~certified.transformers.gaussian_moments.GaussianEnclosure`.
+
+    ``method="engine"``: the token enclosures of rule taylor-lohner (the generic flow engine,
+    Lohner sets in dimension n·d; cost ~n³ per step). ``method="vectorised"``: Taylor steps
+    vectorised over the particles with the error propagated by a Jacobian-norm bound
+    (:func:`~certified.transformers.particle_taylor.particle_taylor_flow`, ``options`` passed
+    on; cost ~n² per step; proofs/particles.md). Both are certified enclosures; neither writes
+    a certificate.
+
+    Raises
+    ------
+    InputError
+        When the flow of the particles could not be certified (the engine's message), or an
+        unknown method.
+
+    Guarantee: the boxes contain the empirical mean and covariance at the final time.
+    """
+    if method == "vectorised":
+        from certified.arith.exact import to_fmpq_array
+        from certified.transformers.particle_taylor import particle_taylor_flow
+
+        enc = particle_taylor_flow(pde, tokens, weights, **options)
+        box = enc.box()
+        n = box.shape[0]
+        w = (
+            [flint.fmpq(1, n)] * n
+            if weights is None
+            else list(to_fmpq_array(weights, field="weights").ravel())
+        )
+        return empirical_moments(box.lo, box.hi, w, prec)
+    if method != "engine":
+        raise InputError(f"method: expected 'engine' or 'vectorised', got {method!r}")
+    from certified.transformers.flow import token_enclosures, transformer_flow
+
+    inst = particle_instance(pde, tokens, weights)
+    res = transformer_flow(inst, prec=prec, **options)
+    if res.status.name != "SUCCESS":
+        raise InputError(f"the particle flow could not be certified: {res.message}")
+    box = token_enclosures(inst, res)[0]
+    n = box.shape[0]
+    w = inst.masses[0] or tuple(flint.fmpq(1, n) for _ in range(n))
+    return empirical_moments(box.lo, box.hi, w, prec)
