@@ -59,8 +59,40 @@ def exact_number(x: Any, field: str = "value") -> str:
     return fmpq_to_str(q)
 
 
+def double_strings(a: np.ndarray) -> list:
+    """:func:`exact_number` of every entry of a float64 array, as nested lists (same shape):
+    the same canonical strings, computed from the exponent and integer significand of each
+    double (``np.frexp``) instead of one rational at a time.
+
+    Guarantee: exact (each string is the double's value); raises InputError on a non-finite
+    entry.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    if not np.all(np.isfinite(a)):
+        raise InputError("certificate: a non-finite double has no exact value")
+    m, e = np.frexp(a)
+    mi = (m * 2.0**53).astype(np.int64)  # exact: |m| < 1 has at most 53 significant bits
+    ex = e.astype(np.int64) - 53
+    low = np.frexp((mi & -mi).astype(np.float64))[1].astype(np.int64) - 1  # trailing zeros
+    low = np.where(mi == 0, 0, low)
+    mi, ex = mi >> low, np.where(mi == 0, 0, ex + low)  # mi odd (or 0): lowest terms
+
+    den = [f"/{1 << j}" for j in range(32)]  # "p/q" below 2^32, else "m*2^e" (exact_number)
+    flat = [
+        f"{n}{den[-k]}" if -32 < k < 0 else (f"{n}*2^{k}" if k < 0 else str(n << k))
+        for n, k in zip(mi.ravel().tolist(), ex.ravel().tolist(), strict=True)
+    ]
+    for size in reversed(a.shape[1:]):
+        flat = [flat[i : i + size] for i in range(0, len(flat), size)]
+    return flat
+
+
 def _exact_matrix(x: Any, field: str, shape: tuple[int | None, int | None]) -> np.ndarray:
-    a = to_fmpq_array(x, field)
+    exact = isinstance(x, np.ndarray) and x.dtype == object and x.ndim == 2
+    if exact and all(type(v) is flint.fmpq for v in x.flat):  # already exact (read_points)
+        a = x.copy()
+    else:
+        a = to_fmpq_array(x, field)
     if (
         a.ndim != 2
         or a.size == 0
@@ -210,6 +242,12 @@ def flow_certificate(
         images = laminar_flow_exact(schedule, x)
     if images is not None:
         claim = {"images": _strings(_exact_matrix(images, "images", (n, d)), "images")}
+    elif isinstance(enclosures, np.ndarray) and enclosures.dtype == np.float64:
+        if enclosures.shape != (n, d, 2):  # doubles (the engines' claims): strings directly
+            raise ShapeError(f"enclosures: shape {enclosures.shape} is not {(n, d, 2)}")
+        if np.any(enclosures[..., 0] > enclosures[..., 1]):
+            raise InputError("enclosures: some lower end exceeds its upper end; swap them")
+        claim = {"enclosures": double_strings(enclosures)}
     else:
         claimed = to_fmpq_array(enclosures, "enclosures")
         if claimed.shape != (n, d, 2):

@@ -505,6 +505,26 @@ def flow_vectorised(pieces: list[VecPiece], c0: np.ndarray, r0: np.ndarray, reco
     return c, r, stats
 
 
+def _double_points(X0: Any, d: int) -> np.ndarray | None:
+    """The points as doubles when ``X0`` is an (N, d) object array of fmpq that are all doubles
+    exactly (what :func:`certified.io.read_points` gives for float input), else None (the
+    general path decides). A rational p/q with q = 2^k <= 2^1074 and |p| < 2^53 is a double
+    (normal or subnormal), and Python's int / int is correctly rounded, so p / q is exact."""
+    if not isinstance(X0, np.ndarray) or X0.dtype != object or X0.ndim != 2:
+        return None
+    if X0.shape[0] < 1 or X0.shape[1] != d:
+        return None
+    out = []
+    for x in X0.flat:
+        if type(x) is not flint.fmpq:
+            return None
+        p, q = int(x.p), int(x.q)
+        if q & (q - 1) or q.bit_length() > 1075 or abs(p).bit_length() > 53:
+            return None
+        out.append(p / q)
+    return np.array(out, dtype=np.float64).reshape(X0.shape)
+
+
 def _initial_balls(X0: Any, d: int) -> tuple[np.ndarray, np.ndarray]:
     """Centres and Euclidean radii of the initial sets: points (read exactly; a point that is
     not a double gets the nearest double as centre and a radius covering the difference) or
@@ -526,6 +546,9 @@ def _initial_balls(X0: Any, d: int) -> tuple[np.ndarray, np.ndarray]:
             bad = np.argwhere(~np.isfinite(X0))[0]
             raise NonFiniteError(f"X0[{bad[0]}, {bad[1]}]: {X0[tuple(bad)]} is not finite")
         return np.array(X0, copy=True), np.zeros(X0.shape[0])
+    doubles = _double_points(X0, d)
+    if doubles is not None:  # every coordinate a double (points read from JSON / npz floats)
+        return doubles, np.zeros(doubles.shape[0])
     exact = parse_points(X0, d)
     lo = fmpq_array_to_float(exact, "down", "X0")
     hi = fmpq_array_to_float(exact, "up", "X0")
