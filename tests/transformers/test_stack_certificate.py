@@ -191,3 +191,18 @@ def test_a_pre_norm_whose_variance_may_vanish_is_rejected(pre_ln_cert):
     bad["instance"]["tokens"][1] = ["1", "1"]  # equal coordinates: variance exactly 0
     verdict = check_certificate(bad)
     assert not verdict.verified and "variance of token 1" in verdict.reason
+
+
+def test_the_python_builder_writes_and_reads_pre_norms():
+    from certified.attention.model import Head
+    from certified.errors import ShapeError
+    from certified.transformers.stack_model import AttentionLayer, LayerNorm, Stack, stack_to_json
+
+    head = Head([[1, 0.5]], [[0.25, -1]], [[1, 0], [0.5, 1]])
+    layer = AttentionLayer([head], norm=LayerNorm(2, gamma=[1, 2], eps="1/1000"))
+    model = stack_to_json(Stack(2, (layer,)))
+    assert model["layers"][0]["norm"] == {"gamma": ["1", "2"], "beta": ["0", "0"],
+                                          "eps": "1/1000"}  # fmt: skip
+    assert stack_to_json(parse_stack(model)) == model
+    with pytest.raises(ShapeError, match="norm: acts on dimension 3, the layer on d = 2"):
+        AttentionLayer([head], norm=LayerNorm(3))
