@@ -22,9 +22,24 @@ import signal
 import sys
 from pathlib import Path
 
-from certified import __version__
-from certified.commands.registry import COMMANDS, command
-from certified.errors import CertifiedError
+
+def _while_loading(signum, frame):
+    """SIGINT or SIGTERM while the command is still importing (nothing has begun): one line and
+    the documented code, not the interpreter's traceback (issue 11's interrupt trials: on a
+    loaded machine the imports take seconds)."""
+    word, code = ("interrupted", 130) if signum == signal.SIGINT else ("terminated", 143)
+    os.write(2, f"certified: {word} (no partial or temporary file is left)\n".encode())
+    os._exit(code)
+
+
+if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "certified":  # the command
+    for _signal in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(_signal) is not signal.SIG_IGN:  # (nohup, background jobs)
+            signal.signal(_signal, _while_loading)
+
+from certified import __version__  # noqa: E402 (after the handlers above)
+from certified.commands.registry import COMMANDS, command  # noqa: E402
+from certified.errors import CertifiedError  # noqa: E402
 
 __all__ = ["full_parser", "main"]
 
@@ -139,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     previous, unraisable = None, sys.unraisablehook
     if hasattr(signal, "SIGTERM") and _in_main_thread():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        previous = signal.SIG_DFL if previous is _while_loading else previous
+        if signal.getsignal(signal.SIGINT) is _while_loading:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         sys.unraisablehook = _signal_again(unraisable)
     try:
         return _main(sys.argv[1:] if argv is None else list(argv))
