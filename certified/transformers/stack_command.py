@@ -6,8 +6,9 @@ docs/formats/stack-model.md; convention: the score of key y at query x is ``s <Q
 carried by a ``stack`` certificate whose per-layer boxes the checker replays; VERIFIED writes
 it (exit 0). ``--lipschitz``: certified Lipschitz bounds on the tokens' ``--radius``
 neighbourhood, two ways (product of per-layer bounds, direct bound on the composition) and a
-certified lower bound. Bad input (shapes, masks, weights, a layer norm whose denominator is
-not certified > 0) exits 2 with one line, nothing written.
+certified lower bound. Pre-LN blocks are attention / MLP layers with a ``norm``
+(``x + h f(LN(x))``). Bad input (shapes, masks, weights, a layer norm or pre-norm whose
+denominator is not certified > 0) exits 2 with one line, nothing written.
 
 Standard library only at module level (the registry imports the command module).
 """
