@@ -147,17 +147,16 @@ def _monotone(op: str, v: Iv) -> Iv:
     """op (increasing) over the intervals v: exp, tanh and the sigmoid by
     :func:`~certified.checker.ivec.exp_points` at the end points, log and sqrt by arb, rounded
     outward."""
-    if op in ("exp", "tanh", "sigmoid"):
-        one = Iv(np.ones(v.shape), np.ones(v.shape))
-        ends = []
-        for p in (v.lo, v.hi):
-            if op == "exp":
-                ends.append(exp_points(p))
-            elif op == "tanh":  # 1 - 2 / (1 + exp(2p)), within [-1, 1]
-                ends.append(one - Iv(2 * one.lo, 2 * one.hi) / (one + exp_points(2 * p)))
-            else:  # 1 / (1 + exp(-p))
-                ends.append(one / (one + exp_points(-p)))
-        lo, hi = ends[0].lo, ends[1].hi
+    if op in ("exp", "tanh", "sigmoid"):  # both end points in one call
+        p = np.stack([v.lo, v.hi])
+        one = Iv(np.ones(p.shape), np.ones(p.shape))
+        if op == "exp":
+            y = exp_points(p)
+        elif op == "tanh":  # 1 - 2 / (1 + exp(2p)), within [-1, 1]
+            y = one - Iv(2 * one.lo, 2 * one.hi) / (one + exp_points(2 * p))
+        else:  # 1 / (1 + exp(-p))
+            y = one / (one + exp_points(-p))
+        lo, hi = y.lo[0], y.hi[1]
         if op != "exp":
             lo, hi = np.maximum(lo, -1.0 if op == "tanh" else 0.0), np.minimum(hi, 1.0)
         return Iv(lo, hi)

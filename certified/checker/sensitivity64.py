@@ -3,14 +3,14 @@ points at once in float64 intervals (public: producers compute with it the claim
 replays; proofs/training.md#sensitivity64).
 
 The flow of every point is the batched Lohner step of ``lohner64`` (a priori boxes from the
-hints' factors, ``apriori64``), whose order-m variational enclosure is the step matrix
-``M_h = dx(t+h)/dx(t)`` (bounds.md#variational). The loss needs the parameter sensitivities only
-through ``q^T S_h`` (q the discrete adjoint at the step's end), so they are never formed: per step
-and point, ``q^T S_h`` is enclosed by one reverse sweep (:func:`theta_adjoint`) through the
-Taylor recurrences of the field (``jets64.Program``, values only) weighted by ``q h^k``, plus the
-remainder's ``|q^T D_x x_m(B)| s`` with s the a priori bound on ``|S(t)|`` (training.md
-#sensitivity64). The adjoint runs backwards over the steps, ``g += q^T S_h``,
-``q <- M_h^T q``, in the same intervals (proofs/training.md#gradient)."""
+hints' factors, ``apriori64``). The loss needs the step's sensitivities ``S_h = dx/dtheta`` and
+``M_h = dx(t+h)/dx(t)`` only through ``q^T S_h`` and ``q^T M_h`` (q the discrete adjoint at the
+step's end), so they are never formed: per step, both are enclosed for all points by one reverse
+sweep (:func:`theta_adjoint`) through the Taylor recurrences of the field (``jets64.Program``,
+values only) weighted by ``q h^k``, plus the integral remainder's terms with the a priori bounds
+on ``|S(t)|`` and ``|M(t) - I|`` (training.md#sensitivity64). The adjoint runs backwards over
+the steps, ``g += q^T S_h``, ``q <- M_h^T q``, in the same intervals
+(proofs/training.md#gradient)."""
 
 from __future__ import annotations
 

@@ -323,7 +323,7 @@ def _float64_gradient(problem, X, Y, eps, order, max_step, for_certificate) -> G
 
 def _steps(problem, X, prec, order, max_step):
     """The Taylor-Lohner producer's steps (tightness and cost only), K and m. The steps come
-    from the flow with a variational order of 2: the step control follows the order-K
+    from the flow with a variational order of 1: the step control follows the order-K
     remainder, and the order-m C^1 enclosure (the replay's) would only cost time here."""
     from dataclasses import replace
 
@@ -332,7 +332,7 @@ def _steps(problem, X, prec, order, max_step):
     from certified.flow.taylor.lohner import lohner_flow
 
     policy = default_policy(prec, order, max_step)
-    search = replace(policy, jacobian_order=min(2, policy.jacobian_order))
+    search = replace(policy, jacobian_order=1)
     res = lohner_flow(problem, initial_set(X, problem.dimension), SaveAt(), search, prec)
     if res.status is not FlowStatus.SUCCESS:
         raise InputError(f"the flow cannot be enclosed: {res.message}")
