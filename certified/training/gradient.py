@@ -294,7 +294,9 @@ def _float64_gradient(problem, X, Y, eps, order, max_step, for_certificate) -> G
     from certified.checker.sensitivity64 import cost64, loss_and_gradient64, replay_gradient64
     from certified.checker.taylor import ReplayError
 
-    steps, K, m = _steps(problem, X, 53, order, max_step)
+    # order 16 (not the arb replay's 12): fewer, longer steps cost less here (25 instead of 38
+    # steps on the bench's problem, ~12% less time, the same widths)
+    steps, K, m = _steps(problem, X, 53, 16 if order is None else order, max_step)
     field = problem.field.expression
     if for_certificate:
         cost = cost64(field, X.shape[0], sum(len(s) for s in steps), K, m)
