@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._parse import Rejected, exact, show
+from ._parse import Rejected, charge, exact, show, top
 
 __all__ = ["MAX_LEAVES", "partition_leaves"]
 
@@ -52,6 +52,7 @@ def partition_leaves(value: Any, where: str, boxes: list[Box]) -> tuple[list[Box
             if k + 1 >= len(tokens):
                 raise Rejected(f"{at}: the tree ends after an axis")
             q = exact(tokens[k + 1], f"{at}[{k + 1}]")
+            charge(2 + len(box) // 8, top(), f"{at}[{k + 1}]")  # two comparisons, two copies
             lo, hi = box[axis]
             if not lo < q < hi:
                 raise Rejected(

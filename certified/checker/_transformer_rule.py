@@ -11,15 +11,22 @@ from typing import Any
 
 import flint
 
+from . import _parse
 from ._field_rule import check_field_flow
 from ._parse import Rejected, array, box_rows, exact, fields, matrix, small_integer, string, vector
 
 _ZERO = flint.fmpq(0)
 
 
+def _height(rows: list) -> int:
+    """The largest height (bits) of the exact numbers of rows of (lo, hi) pairs."""
+    return max((q.height_bits() for row in rows for pair in row for q in pair), default=0)
+
+
 def _diameter_sq(boxes: list, n: int, d: int) -> tuple[flint.fmpq, flint.fmpq]:
     """(lower, upper) on max_{i<j} |x_i - x_j|^2 for x_i in the box of token i (exact)."""
     tok = [boxes[i * d : (i + 1) * d] for i in range(n)]
+    _parse.charge(6 * d * (n * (n - 1) // 2), _height([boxes]), "the token cloud's diameter")
     lower = upper = _ZERO
     for i in range(n):
         for j in range(i + 1, n):
@@ -52,6 +59,7 @@ def check_transformer_cluster_v1(instance: Any, claim: Any, hints: Any) -> str:
     bound = exact(claim["diameter_squared"], "claim.diameter_squared")
     if verdict == "VERIFIED":
         u = vector(claim["witness"], "claim.witness", d)
+        _parse.charge(2 * n * d, max(q.height_bits() for q in (*u, *start)), "claim.witness")
         for i in range(n):
             dot = sum((a * b for a, b in zip(u, start[i * d : (i + 1) * d], strict=True)), _ZERO)
             if not dot > 0:
@@ -107,8 +115,10 @@ def check_transformer_match_v1(instance: Any, claim: Any, hints: Any) -> str:
     start = 0
     for g, n in enumerate(sizes):
         w = vector(weights[g], f"instance.weights[{g}]", n)
-        if any(not v > 0 for v in w) or sum(w, _ZERO) != 1:
+        if any(not v > 0 for v in w) or _parse.exact_sum(w, f"instance.weights[{g}]") != 1:
             raise Rejected(f"instance.weights[{g}]: must be positive and sum to 1")
+        rows = [*final[start : start + n], list(zip(targets[g], targets[g], strict=True))]
+        _parse.charge(6 * n * d, _height(rows) + max(v.height_bits() for v in w), f"measure {g}")
         up = _ZERO
         for i in range(n):
             up += w[i] * sum((max((lo - y) ** 2, (hi - y) ** 2)
