@@ -16,11 +16,9 @@ subcommand's options are declared, so its family is imported only when it runs (
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
-from pathlib import Path
 
 
 def _while_loading(signum, frame):
@@ -37,7 +35,10 @@ if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "certified":  # th
         if signal.getsignal(_signal) is not signal.SIG_IGN:  # (nohup, background jobs)
             signal.signal(_signal, _while_loading)
 
-from certified import __version__  # noqa: E402 (after the handlers above)
+import argparse  # noqa: E402 (the imports after the handlers above)
+from pathlib import Path  # noqa: E402
+
+from certified import __version__  # noqa: E402
 from certified.commands.registry import COMMANDS, command  # noqa: E402
 from certified.errors import CertifiedError  # noqa: E402
 
