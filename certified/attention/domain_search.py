@@ -105,14 +105,16 @@ def ascend_jacobian_norm(
 
     best, best_X = -1.0, starts[0]
     with np.errstate(all="ignore"):
-        for X0 in starts:
-            if budget[0] < nd + 1:
-                break
-            y = _bfgs(value_grad, _from_ball(np.asarray(X0, dtype=float), R).ravel(), maxiter,
-                      lambda: budget[0] >= nd + 1)  # fmt: skip
-            f = -value_grad(y)[0]
-            if np.isfinite(f) and f > best:
-                best, best_X = float(f), _to_ball(y.reshape(n, d), R)
+        for X0 in starts:  # with the work spent, the remaining starts are only evaluated
+            X = np.asarray(X0, dtype=float)
+            if budget[0] >= nd + 1:
+                y = _bfgs(value_grad, _from_ball(X, R).ravel(), maxiter,
+                          lambda: budget[0] >= nd + 1)  # fmt: skip
+                X = _to_ball(y.reshape(n, d), R)
+            J = batched_float_jacobian(A, V, X[None])[0]
+            f = np.linalg.norm(J, 2) if np.all(np.isfinite(J)) else -1.0
+            if f > best:
+                best, best_X = float(f), X
     return best, best_X
 
 

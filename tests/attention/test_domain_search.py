@@ -132,3 +132,22 @@ def test_true_scaled_variant_verified(seed, n):
         for _ in range(3):
             X = rng.uniform(-2, 2, (n, 1)).tolist()
             assert _ref_norm(inst, X) <= _mpq(v.lhs_upper)
+
+
+def test_search_work_is_capped(monkeypatch):
+    # n = 64, d = 3 (nd = 192): the Jacobian entries evaluated stay near the cap (one gradient
+    # batch of 193 Jacobians over it at most), and batches stay under 2^22 entries
+    import certified.attention.domain_search as ds
+
+    seen, inner = [], ds.batched_float_jacobian
+
+    def counting(A, V, X):
+        seen.append(X.shape[0] * (X.shape[1] * X.shape[2]) ** 2)
+        return inner(A, V, X)
+
+    monkeypatch.setattr(ds, "batched_float_jacobian", counting)
+    rng = np.random.default_rng(0)
+    A, V = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
+    value, X = ds.ascend_jacobian_norm(A, V, 2.0, [np.full((64, 3), 0.1)], 7, work=2e6)
+    assert value > 0 and X.shape == (64, 3)
+    assert sum(seen) <= 2e6 + 2 * 193 * 192**2 and max(seen) <= 2**22 + 192**2
