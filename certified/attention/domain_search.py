@@ -5,8 +5,9 @@ found is handed to :func:`certified.attention.domain.certified_point_lower`, whi
 ``‖Df(X)v‖/‖v‖`` at the exact X in ball arithmetic. Quasi-Newton ascent (BFGS with Armijo
 backtracking, in numpy: scipy is not a dependency) from a few starts on the smooth
 parametrisation ``x_i = R tanh(|y_i|) y_i/|y_i|`` of the open ball (maxima of ‖Df‖₂ usually
-have every token on the sphere, where a projected ascent stalls); the gradient is a forward
-difference, all nd + 1 Jacobians of a step in one batched numpy call. The earlier projected
+have every token on the sphere, where a projected ascent stalls); the gradient of the top
+singular value is uᵀJ′v, J′ by forward differences of the Jacobian (all nd + 1 Jacobians of a
+step in one batched numpy call, one SVD), and the work is capped. The earlier projected
 ascent (2 restarts, 15 steps) found 11.4 where 16.67 exists (n = 4, d = 3, R = 2), so H2's
 right side divided by 10 (12.6) stayed UNDECIDED though it is false.
 """
