@@ -135,10 +135,16 @@ def _activation_slopes(name: str, Z: Interval) -> Interval:
     with precision(64):
         s2 = flint.arb(2).sqrt()
         c = 1 / (2 * flint.arb.pi()).sqrt()
+
+        def slope(t):
+            return (-t / s2).erfc() / 2 + t * c * (-t * t / 2).exp()  # Φ(t) + t φ(t)
+
+        # g' ranges over [g'(-√2), g'(√2)] on all of R (proofs/stack.md#gelu): a cap for
+        # wide (or overflowing) arguments
+        low, high = _dn(slope(-s2)), _up(slope(s2))
         for k, (a, b) in enumerate(zip(Z.lo.ravel(), Z.hi.ravel(), strict=True)):
-            t = flint.arb(float(a)).union(flint.arb(float(b)))
-            g = (-t / s2).erfc() / 2 + t * c * (-t * t / 2).exp()  # Φ(t) + t φ(t)
-            out_lo[k], out_hi[k] = _dn(g), _up(g)
+            g = slope(flint.arb(float(a)).union(flint.arb(float(b))))
+            out_lo[k], out_hi[k] = max(_dn(g), low), min(_up(g), high)
     return Interval(out_lo.reshape(Z.shape), out_hi.reshape(Z.shape))
 
 

@@ -192,3 +192,16 @@ def test_lipschitz_of_pre_ln_blocks_brackets_the_jacobian(tmp_path, capsys):
     assert centre <= upper * (1 + 1e-6) and upper <= 2 * centre  # sound and not wildly loose
     assert float(lip["lower"]) >= 0.5 * centre
     assert check_file(out).verified
+
+
+def test_gelu_slopes_stay_finite_on_huge_boxes():
+    # g' = Φ + tφ ranges over [g'(-√2), g'(√2)] ≈ [-0.1289, 1.1289] on all of R
+    # (proofs/stack.md#gelu): a box far beyond the double range of t φ(t) keeps finite slopes
+    from certified.arith.interval import Interval
+    from certified.transformers.stack_lipschitz import layer_jacobian
+    from certified.transformers.stack_model import parse_stack
+
+    model = {"dimension": 1, "layers": [{"type": "mlp", "W1": [[1]], "b1": [0], "W2": [[1]],
+                                         "b2": [0], "activation": "gelu"}]}  # fmt: skip
+    J = layer_jacobian(parse_stack(model), 0, Interval(np.array([[-1e300]]), np.array([[1e300]])))
+    assert 0.8710 < J.lo[0, 0] < 0.8711 and 2.1289 < J.hi[0, 0] < 2.1290  # 1 + g'
