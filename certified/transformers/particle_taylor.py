@@ -276,5 +276,7 @@ def particle_taylor_flow(pde, tokens: Any, weights: Any = None, *, steps: int | 
                 h = hs / 2
                 continue
             x, e, total, Lmax, done = xn, en, total + 1, max(Lmax, L), done + hs
-            h = 2 * hs if rem * 2.0 ** (terms + 2) <= tol else hs
+            h = (
+                2 * hs if rem * 2.0 ** (terms + 4) <= tol else hs
+            )  # observed: rem(2h) ~ 2^(K+3) rem(h)
     return ParticleEnclosure(x, e, total, Lmax)
