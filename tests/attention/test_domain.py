@@ -212,6 +212,13 @@ def test_false_variant_is_never_verified(data):
                                   compute_uv=False))  # fmt: skip
         if norm_v > rhs10:  # ‖Df(0)‖₂ = ‖V‖₂: a point beyond RHS/10 exists
             assert v.verdict != "VERIFIED"
+    Af = inst.K.T.astype(float) @ inst.Q.astype(float) / np.sqrt(inst.k)
+    R = float(inst.R)
+    _, X = ascend_jacobian_norm(Af, inst.V.astype(float), R, [np.zeros((n, d))], 3, samples=512)
+    X = X * (1 - 2.0**-20)
+    if _ref_norm(inst, X.tolist()) > rhs10:  # a witness found independently of the subdivision
+        assert v.verdict == "REFUTED"
+    with mp.workdps(60):
         if v.verdict == "VERIFIED":
             for X in _samples(inst, n, 2, 0):
                 assert _ref_norm(inst, X) <= _mpq(v.lhs_upper) <= rhs10
