@@ -16,31 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from certified.attention.family import batched_float_jacobian
+
 __all__ = ["batched_float_jacobian", "ascend_jacobian_norm"]
-
-
-def batched_float_jacobian(A: np.ndarray, V: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """float64 Jacobians of f at a batch of configurations ``X`` (shape (B, n, d)); returns
-    shape (B, nd, nd) with J_il = P_il V (I + (x_l − m_i) u_iᵀ) + δ_il V Cov_i Aᵀ
-    (bounds.md #domain-jacobian 4.; u_i = Aᵀx_i).
-
-    Guarantee: none (heuristic).
-    """
-    B, n, d = X.shape
-    S = np.einsum("bia,ac,bjc->bij", X, A, X)
-    P = np.exp(S - S.max(axis=2, keepdims=True))
-    P /= P.sum(axis=2, keepdims=True)
-    M = P @ X
-    Dc = X[:, None, :, :] - M[:, :, None, :]  # (b, i, l, d): x_l − m_i
-    Cov = np.einsum("bil,bila,bilc->biac", P, Dc, Dc)
-    C = V @ Cov @ A.T
-    U = X @ A  # row i: u_iᵀ = x_iᵀA
-    VD = Dc @ V.T
-    J = np.einsum("bil,ac->biacl", P, V) + np.einsum("bil,bila,bic->biacl", P, VD, U)
-    J = J.transpose(0, 1, 2, 4, 3).copy()  # (b, i, a, l, c)
-    idx = np.arange(n)
-    J[:, idx, :, idx, :] += C.transpose(1, 0, 2, 3)
-    return J.reshape(B, n * d, n * d)
 
 
 def _to_ball(y: np.ndarray, R: float) -> np.ndarray:

@@ -1,5 +1,5 @@
 """The float search of certified/attention/domain_search.py: the batched Jacobian agrees with
-the single one, and the RHS/10 variant of H2 is REFUTED (certificate accepted, the point's
+the 50-digit reference, and the RHS/10 variant of H2 is REFUTED (certificate accepted, the point's
 60-digit ‖Df(X)‖₂ above RHS/10) on the grid instances where the earlier projected ascent left
 it UNDECIDED (n ≤ 4, d ≤ 3, R ≤ 2, entries N(0, 1) rounded to 0.01)."""
 
@@ -51,16 +51,20 @@ def _ref_norm(inst, X):
         return max(mpmath.svd_r(mpmath.matrix(J), compute_uv=False))
 
 
-@settings(max_examples=20)
-@given(st.integers(1, 4), st.integers(1, 3), st.integers(0, 2**32 - 1))
-def test_batched_jacobian_is_the_single_one(n, d, seed):
+@settings(max_examples=10, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(0, 2**32 - 1))
+def test_batched_jacobian_is_the_50_digit_one(n, d, seed):
+    """Each batch entry agrees with the complex-step Jacobian of the 50-digit reference map
+    (Q = A, K = I, unscaled scores: s_ij = x_iᵀ A x_j, the ⟨Qy, Kx⟩ convention)."""
     rng = np.random.default_rng(seed)
-    A, V = rng.normal(size=(d, d)) * 2, rng.normal(size=(d, d))
-    X = rng.normal(size=(3, n, d)) * 2
+    A, V = np.round(rng.normal(size=(d, d)) * 2, 3), np.round(rng.normal(size=(d, d)), 3)
+    X = np.round(rng.normal(size=(2, n, d)), 3)
     Jb = batched_float_jacobian(A, V, X)
-    for b in range(3):
-        J = float_jacobian(A, V, X[b])
-        assert np.allclose(Jb[b], J, rtol=1e-12, atol=1e-12 * (1 + np.abs(J).max()))
+    heads = [(A.tolist(), np.eye(d).tolist(), V.tolist(), None)]
+    for b in range(2):
+        ref = np.array(reference_jacobian(heads, X[b].tolist(), scaled=False), dtype=float)
+        assert np.allclose(Jb[b], ref, rtol=1e-10, atol=1e-10 * (1 + np.abs(ref).max()))
+        assert np.array_equal(float_jacobian(A, V, X[b]), Jb[b])
 
 
 def test_ascent_stays_in_the_ball_and_improves_its_start():
