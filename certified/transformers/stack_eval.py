@@ -439,7 +439,12 @@ def erf64(x: np.ndarray) -> np.ndarray:
     y = c[..., 0]
     for j in range(1, _ERF_DEGREE + 1):
         y = y * u + c[..., j]
-    return np.copysign(np.where(a >= 6.0, 1.0, y), x)
+    y = np.where(a >= 6.0, 1.0, np.minimum(y, 1.0))
+    y = np.where(a < 2.0**-28, a * _TWO_OVER_SQRT_PI, y)  # erf(x) = 2x/√π (1 - x²/3 + ...)
+    return np.copysign(y, x)
+
+
+_TWO_OVER_SQRT_PI = 1.1283791670955126
 
 
 def float_forward(stack: Stack, X: Any, weights: Any = None, all_layers: bool = False):

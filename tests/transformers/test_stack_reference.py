@@ -173,3 +173,18 @@ def test_reference_pre_ln_block_closed_form():
     out = reference_layers({"dimension": 2, "layers": [layer]}, [[3, 1], [5, 0]])[-1]
     # both normed (1, -1): G (1, -1) = (1, 1), times h = 1/2
     assert [[float(v) for v in row] for row in out] == [[3.5, 1.5], [5.5, 0.5]]
+
+
+def test_the_float64_baselines_erf_is_erf():
+    # the benchmark's float64 pass evaluates GELU with a vectorised erf (not a guarantee: the
+    # baseline must compute the same function as the certified engines, to double accuracy)
+    import math
+
+    import numpy as np
+
+    from certified.transformers.stack_eval import erf64
+
+    x = np.concatenate([np.linspace(-7, 7, 20001), [0.0, -0.0, 6.0, -6.0, 1e-300, 40.0, -40.0]])
+    ref = np.array([math.erf(t) for t in x])
+    assert np.max(np.abs(erf64(x) - ref)) <= 4e-15
+    assert np.all(np.abs(erf64(x)) <= 1.0) and np.array_equal(np.sign(erf64(x)), np.sign(ref))
