@@ -225,12 +225,14 @@ class Series:
     def push(self, x: Iv) -> None:
         k = self.k
         self.lo[k], self.hi[k] = x.lo[..., 0], x.hi[..., 0]
+        self.k = k + 1
+        if not self.m.shape[-1]:  # values only
+            return
         m, r = _mr(x[..., 1:])
         am = np.abs(m)
         self.m[:, :, k] = m
         self.f1[:, :, k] = np.maximum(r + self.g * am, 2.0**-900)
         self.f2[:, :, k] = np.maximum(am + r, 2.0**-900)
-        self.k = k + 1
 
     def values(self, at: slice) -> Iv:
         return Iv(self.lo[at], self.hi[at])
@@ -254,6 +256,8 @@ def series_conv(A: Series, B: Series, k: int, first: int = 0, weighted: bool = F
     else:
         bw = b
     val = (a * b).sum(axis=0)
+    if not A.m.shape[-1]:  # values only
+        return Iv(val.lo[..., None], val.hi[..., None])
     (am1, ar1), (am2, ar2) = _mr(a[::-1]), _mr(bw)  # a in the order of i, with B's duals
     Ym = _dot(am1, B.m[:, :, jb]) + _dot(am2, A.m[:, :, ja])
     R = (_dot(np.abs(am1), B.f1[:, :, jb]) + _dot(np.abs(am2), A.f1[:, :, ja])) + (
