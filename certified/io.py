@@ -405,11 +405,31 @@ def _schema_problem(e: Any, classes: tuple[type[InputError], ...], where: str,
     return named(error, " ".join(e.message.split())[:200])
 
 
+def _scalar(inst: Any) -> bool:
+    return inst is None or isinstance(inst, (bool, int, float, str))
+
+
+def _branch_form(branch: dict[str, Any]) -> str:
+    """A ``oneOf`` alternative in words: ``"causal"``, ``an array``, ``an object with 'a'``."""
+    if "const" in branch:
+        return json.dumps(branch["const"])
+    if branch.get("required"):
+        return "an object with " + " + ".join(map(repr, branch["required"]))
+    kind = branch.get("type")
+    if isinstance(kind, str):
+        return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+    return branch.get("description", "another form")[:40]
+
+
 def _one_of(sub: dict[str, Any], inst: Any) -> str:
     """The message of an object matching none of the alternatives of a ``oneOf`` (each an
     object with its own required keys: ``{"gaussian": ...}`` or ``{"uniform": ...}``)."""
     branches = [b for b in sub.get("oneOf", []) if isinstance(b, dict)]
-    forms = " or ".join(" + ".join(map(repr, b.get("required", []))) or "?" for b in branches)
+    if not all(b.get("required") for b in branches):  # alternatives that are not objects
+        forms = " or ".join(_branch_form(b) for b in branches)
+        got = json.dumps(inst)[:40] if _scalar(inst) else _json_type(inst)
+        return f"expected {forms}, got {got}"
+    forms = " or ".join(" + ".join(map(repr, b["required"])) for b in branches)
     if not isinstance(inst, dict):
         return f"expected an object with exactly one of {forms}, got {_json_type(inst)}"
     known = {k for b in branches for k in b.get("properties", {})}

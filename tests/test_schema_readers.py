@@ -354,3 +354,18 @@ def test_huge_number_strings_are_still_accepted() -> None:
     q = "1/" + "3" * 200_000
     assert validate_json({"X": [[q]]}, "points")
     assert io.exact_matrix([[q]], "X")[0, 0].q > 10**100_000
+
+
+@pytest.mark.parametrize(
+    ("mask", "got"), [(None, "null"), (3, "3"), ("cause", '"cause"'), ({"a": 1}, "an object")]
+)
+def test_alternatives_that_are_not_objects_are_named(tmp_path: Path, mask: Any, got: str) -> None:
+    """A ``oneOf`` of a constant and an array (a stack layer's mask) names both forms (the
+    message once read 'exactly one of ? or ?')."""
+    model = {"dimension": 2, "layers": [{"type": "attention", "mask": mask, "heads": [
+        {"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]]}]}]}  # fmt: skip
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(model, schema("stack-model"))
+    message = f'layers[0].mask: expected "causal" or an array, got {got}'
+    with pytest.raises(SchemaError, match=re.escape(message)):
+        validate_json(model, "stack-model", tmp_path / "m.json")
