@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "flow"))
 import references as ref
@@ -21,6 +22,7 @@ from test_relu import scenarios
 
 from certified.arith import Interval
 from certified.arith.exact import to_fmpq
+from certified.certificates.flow import exact_number
 from certified.checker import check_certificate
 from certified.flow.api import enclose_flow, flow_certificate_for
 from certified.models import Schedule
@@ -312,3 +314,46 @@ def test_small_boxes_through_crossings_take_straddle_steps():
     c = copy.deepcopy(cert)
     c["hints"]["steps"][q] = steps[q].replace("s", "r")
     _rejected(c, "region membership", "does not contain")
+
+
+def test_claims_are_compared_exactly_at_the_replayed_ends(good):
+    """The claims of ``good`` are the replay's own ends (ties: the exact comparison decides,
+    accepted); one ulp inside at either end is rejected, one ulp outside accepted."""
+    for end, step in ((0, np.inf), (1, -np.inf)):  # lower end up / upper end down: inside
+        for q in (0, len(good["claim"]["enclosures"]) - 1):
+            c = copy.deepcopy(good)
+            x = float(to_fmpq(c["claim"]["enclosures"][q][1][end]))
+            c["claim"]["enclosures"][q][1][end] = exact_number(np.nextafter(x, step))
+            _rejected(c, f"claim.enclosures[{q}][1]: does not contain")
+            c["claim"]["enclosures"][q][1][end] = exact_number(np.nextafter(x, -step))
+            assert check_certificate(c).verified
+
+
+def test_points_read_exactly_take_the_double_path():
+    """Points as exact rationals that are doubles (what read_points gives) start from the same
+    balls as the float array; with a point that is not a double (the general path) it gets a
+    radius covering it."""
+    import flint
+
+    from certified.flow.relu._vec import _initial_balls
+
+    X = np.random.default_rng(3).uniform(-1, 1, size=(5, 3))
+    X[0, 0], X[1, 1] = 5e-324, -(2.0**52) - 1.0
+    exact = np.array([[flint.fmpq(*v.as_integer_ratio()) for v in row] for row in X])
+    c, r = _initial_balls(exact, 3)
+    assert np.array_equal(c, X) and not r.any()
+    exact[2, 2] = flint.fmpq(1, 3)
+    c, r = _initial_balls(exact, 3)
+    assert r[2] > 1e-17 and (np.delete(r, 2) < 1e-150).all()  # the general path: exact rows
+    gap = abs(flint.fmpq(*c[2, 2].as_integer_ratio()) - flint.fmpq(1, 3))
+    assert gap <= flint.fmpq(*float(r[2]).as_integer_ratio())
+
+
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=8))
+@example([0.0, -0.0, 5e-324, -(2.0**-1074), 2.0**-32, 2.0**-31, 3 * 2.0**-33, 2.0**60, 0.75])
+@example([1.7976931348623157e308, 2.2250738585072014e-308, -3.0, 1.0])
+def test_double_strings_are_the_canonical_exact_strings(xs):
+    from certified.certificates.flow import double_strings
+
+    assert double_strings(np.array(xs)) == [exact_number(x) for x in xs]
+    assert double_strings(np.array(xs).reshape(-1, 1)) == [[exact_number(x)] for x in xs]
