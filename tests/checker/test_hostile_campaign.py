@@ -3,7 +3,8 @@ certificates of every kind the seeds hold (``hostile_seeds/``: one certificate o
 of ``certified demo``, VERIFIED when they were committed; and the golden lipschitz files).
 
 Every mutation makes the file invalid by construction (a format rule of proofs/format.md or a
-strict field check is broken, and no later mutation repairs it), so the only right verdict is
+strict field check is broken, and no later mutation repairs it; names in lists, such as a
+field's parameter names, are labels and never mutated), so the only right verdict is
 REJECTED: asserted, for every file, through ``certified check`` with many files in one
 process: exit status 1, exactly one ``REJECTED <file>: ...`` line per file in order, nothing
 on stderr but the lines a terminal would show, no traceback, no hang.
@@ -54,10 +55,19 @@ _BAD_NUMBERS = ["1.5", "1e3", "-0", "NaN", "Infinity", "01", "true", "null",
 _BAD_CONTAINERS = ['"x"', "7", "true", "null", "1.5", "[[[[[]]]]]", '{"x": 1}']
 
 
+_NUMBER = re.compile(r"-?[0-9]+(?:/[0-9]+|\*2\^-?[0-9]+)?")
+
+
 def _leaf(rng: random.Random, cert: dict) -> tuple:
-    leaves = [
-        (c, k) for c, k, v in _nodes(cert) if c is not None and not isinstance(v, (dict, list))
-    ]
+    """A leaf that is a number, or a word of an object's field (``"method": "laminar-exact"``);
+    not a name in a list (a field's parameter names are labels: renaming one is no change)."""
+
+    def fit(c, v) -> bool:
+        if c is None or isinstance(v, (dict, list)):
+            return False
+        return isinstance(c, dict) or not isinstance(v, str) or bool(_NUMBER.fullmatch(v))
+
+    leaves = [(c, k) for c, k, v in _nodes(cert) if fit(c, v)]
     return rng.choice(leaves) if leaves else (None, None)
 
 
