@@ -99,14 +99,6 @@ def _norms(rows) -> np.ndarray:
     return np.array([_up_float(sum((arb(x) ** 2 for x in r), arb(0)).sqrt()) for r in rows])
 
 
-def _nearest(v: flint.fmpq) -> float:
-    """The double nearest to v (Python's int / int is correctly rounded), +-inf beyond range."""
-    try:
-        return int(v.p) / int(v.q)
-    except OverflowError:
-        return math.inf if v > 0 else -math.inf
-
-
 def _double(v: flint.fmpq, where: str) -> float:
     x = int(v.p) / int(v.q)
     if not math.isfinite(x) or flint.fmpq(*x.as_integer_ratio()) != v:
@@ -325,12 +317,10 @@ def _starts(sets: list, boxes: bool):
     n, d = len(sets), len(sets[0])
     c, r = np.empty((n, d)), np.zeros(n)
     for q, row in enumerate(sets):
-        if not boxes:  # a double p / 2^k (|p| < 2^53, k <= 1074): exact, radius 0
-            pq = [(int(x.p), int(x.q)) for x in row]
-            if all(b & (b - 1) == 0 and b.bit_length() <= 1075 and -(2**53) < a < 2**53
-                   for a, b in pq):  # fmt: skip
-                c[q] = [a / b for a, b in pq]
-                continue
+        pq = () if boxes else [(int(x.p), int(x.q)) for x in row]  # doubles: p / 2^k exact
+        if pq and all(b & (b - 1) == 0 and b < 2**1075 and -(2**53) < a < 2**53 for a, b in pq):
+            c[q] = [a / b for a, b in pq]
+            continue
         err = flint.fmpq(0)
         for k, (lo, hi) in enumerate(row if boxes else [(x, x) for x in row]):
             mid = (lo + hi) / 2
@@ -371,18 +361,11 @@ def check_relu_vectorised(pieces, sets, claim, hints, al, boxes: bool) -> str:
     if failed:
         q, (j, s) = min(failed.items())
         raise Rejected(f"hints.steps[{q}]: piece {j}, step {s}: region membership not certified")
-    if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
-        q, k = np.argwhere(~(np.isfinite(lo) & np.isfinite(hi)))[0]
-        raise Rejected(f"claim.enclosures[{owner[q]}][{k}]: set {q}'s replayed ball is not finite")
-    owner = list(owner)
-    ends = np.array([[[_nearest(a), _nearest(b)] for a, b in claim[i]] for i in owner])
-    # round-to-nearest is monotone and x is a double: a's double < x means a <= x, > means
-    # a > x; only equal ones need the exact comparison
-    bad = (ends[..., 0] > lo) | (ends[..., 1] < hi)
-    tie = (ends[..., 0] == lo) | (ends[..., 1] == hi)
-    for q, k in sorted(map(tuple, np.argwhere(bad | tie).tolist())):
-        a, b = claim[owner[q]][k]
-        x, y = float(lo[q, k]), float(hi[q, k])
-        if not a <= flint.fmpq(*x.as_integer_ratio()) or flint.fmpq(*y.as_integer_ratio()) > b:
-            raise Rejected(f"claim.enclosures[{owner[q]}][{k}]: does not contain set {q}'s ball")
+    for q, i in enumerate(owner):
+        for k, (a, b) in enumerate(claim[i]):
+            x, y = float(lo[q, k]), float(hi[q, k])
+            if not (math.isfinite(x) and math.isfinite(y)):
+                raise Rejected(f"claim.enclosures[{i}][{k}]: set {q}'s replayed ball is not finite")
+            if not a <= flint.fmpq(*x.as_integer_ratio()) or flint.fmpq(*y.as_integer_ratio()) > b:
+                raise Rejected(f"claim.enclosures[{i}][{k}]: does not contain set {q}'s ball")
     return f"rule relu-vectorised: {len(claim)} {'boxes' if boxes else 'points'}, enclosures"
