@@ -358,8 +358,9 @@ def _run_seconds(args: list[str]):
 
 def _bench_relu_certificate(W, A, b, X0, L: int, vec_seconds: float) -> list[Benchmark]:
     """The judged figure of issue 15 item 1: ``certified flow`` writing a certificate of the
-    whole ReLU ensemble (rule relu-vectorised: the vectorised engine, then the checker's replay
-    of its steps for the claims, then the writer's re-check), then ``certified check`` on it,
+    whole ReLU ensemble (rule relu-vectorised: the vectorised engine, its enclosures widened by
+    half as the claims, then the writer's check of the bytes: the one replay of the steps;
+    rejected claims fall back to the replayed ones), then ``certified check`` on it,
     each in its own process, against the uncertified vectorised run measured in this run
     (target 3x each; the processes also pay the package's import, ~1-2 s)."""
     import json

@@ -12,6 +12,7 @@ to build the ``flow`` parser, and ``certified --help`` must stay fast.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from pathlib import Path
@@ -221,8 +222,12 @@ def run(args: argparse.Namespace) -> int:
             "; the enclosures shown are the vectorised engine's (53 bits), with no certificate"
         )
     if cert is not None:
-        with progress.stage("writing the certificate, re-checked by the checker first"):
-            path, check = write_if_accepted(args.out, cert)
+        gc.freeze()  # millions of live objects (points, claims): no collection walks them
+        try:
+            with progress.stage("writing the certificate, re-checked by the checker first"):
+                path, check = write_if_accepted(args.out, cert)
+        finally:
+            gc.unfreeze()
         if vec and not check.verified and "resource limit" not in check.reason:
             try:  # the checker's own replay as the claims, failing steps repaired
                 with progress.stage("replaying the steps as the checker does, for the claims"):
