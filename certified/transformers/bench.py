@@ -128,4 +128,5 @@ def bench_transformer(quick: bool = False) -> list[Benchmark]:
 EXTRA_ENTRIES: tuple[str, ...] = (
     "certified.transformers.gaussian_bench:bench_gaussian_pde",
     "certified.transformers.stack_bench:bench_stack",
+    "certified.transformers.particle_bench:bench_particles",
 )
