@@ -7,6 +7,9 @@ to the parameters (``sensitivity.replay_sensitivities``), the discrete adjoint a
 (``sensitivity.loss_and_gradient``, proofs/training.md#gradient) and compares every claimed
 interval with its own; with ``hints.arithmetic`` "float64" (a priori factors, not boxes) it does
 so for all points at once in float64 intervals (``sensitivity64``, training.md#sensitivity64).
+A ReLU instance (``instance.relu`` {dimension d, width p} in place of the field: ``W relu(A x +
+b)``) carries per point its activation pattern, steps and boxes (``replay_relu``,
+proofs/training.md#relu).
 Kind ``training`` v1 (``check_training_v1``) is a list of such
 instances along a descent trace, each loss replayed, each step's decrease certified."""
 
@@ -19,10 +22,16 @@ import flint
 
 from . import _parse
 from ._field_rule import a_priori_hints, field_pieces, lohner_hints
-from ._parse import Rejected, array, exact, exact_row, fields, positive
+from ._parse import Rejected, array, exact, exact_row, fields, positive, small_integer
 from .lohner import MAX_TAYLOR_OPS
-from .sensitivity import loss_and_gradient, replay_sensitivities, sensitivity_cost
-from .taylor import ReplayError, parse_field
+from .sensitivity import (
+    loss_and_gradient,
+    relu_field,
+    relu_sign_failure,
+    replay_sensitivities,
+    sensitivity_cost,
+)
+from .taylor import MAX_NODES, ReplayError, parse_field
 
 
 def _within(claimed: tuple, ball: flint.arb, where: str) -> None:
@@ -33,11 +42,20 @@ def _within(claimed: tuple, ball: flint.arb, where: str) -> None:
 
 def replay_gradient(instance: Any, hints: Any, budget: list[int]) -> tuple:
     """The replayed balls (loss, gradient per piece) of a gradient instance, and its size."""
-    keys = ("field", "pieces", "points", "targets", "eps", "time")
+    relu = isinstance(instance, dict) and "relu" in instance
+    keys = ("relu" if relu else "field", "pieces", "points", "targets", "eps", "time")
     fields(
         instance, "instance", keys + ("loss",) * (isinstance(instance, dict) and "loss" in instance)
     )
-    field = parse_field(instance["field"], "instance.field")
+    if relu:
+        fields(instance["relu"], "instance.relu", ("dimension", "width"))
+        d = small_integer(instance["relu"]["dimension"], "instance.relu.dimension", 1, 1000)
+        p = small_integer(instance["relu"]["width"], "instance.relu.width", 1, 1000)
+        if 4 * d * p + 2 * p + 2 * d > MAX_NODES:
+            raise Rejected(f"resource limit: instance.relu has more than {MAX_NODES} nodes")
+        field = relu_field(d, p, [1] * p)
+    else:
+        field = parse_field(instance["field"], "instance.field")
     d, loss = field.dimension, None
     if "loss" in instance:  # Phi(x, y): a graph on R^{2d} without parameters, first output
         loss = parse_field(instance["loss"], "instance.loss")
@@ -54,6 +72,8 @@ def replay_gradient(instance: Any, hints: Any, budget: list[int]) -> tuple:
         [p[0] for p in pieces], "instance.pieces"
     ):
         raise Rejected("instance.time: differs from the total duration of the pieces")
+    if relu:
+        return replay_relu(field, pieces, points, targets, eps, loss, hints, budget)
     prior, K, m, prec, steps, arithmetic = lohner_hints(
         hints, len(pieces), "taylor-lohner-c1", ("arithmetic",)
     )
@@ -91,6 +111,63 @@ def replay_gradient(instance: Any, hints: Any, budget: list[int]) -> tuple:
             raise Rejected(f"hints: {exc}") from None
         loss, grads = loss_and_gradient(finals, mats, targets, pieces, eps, loss)
     return loss, grads, (n, len(pieces), total, prec)
+
+
+def replay_relu(field, pieces, points, targets, eps, loss, hints, budget: list[int]) -> tuple:
+    """``replay_gradient`` of a ReLU instance: per point i and piece j the masked field of the
+    pattern ``hints.relu_patterns[i][j]`` (``relu_field``) is replayed on the point's own steps
+    and boxes (``hints.steps[i]``, ``hints.boxes[i]``), and over every a priori box every neuron's
+    ``A_k B + b_k`` has the pattern's strict sign (exact rationals): proofs/training.md#relu."""
+    n, L, d = len(points), len(pieces), field.dimension
+    p = len(field.names) // (2 * d + 1)
+    keys = ("method", "order", "jacobian_order", "precision", "relu_patterns", "steps", "boxes")
+    fields(hints, "hints", keys)
+    raw = array(hints["relu_patterns"], "hints.relu_patterns", n)
+    patterns = []
+    for i, row in enumerate(raw):
+        patterns.append([])
+        for j, s in enumerate(array(row, f"hints.relu_patterns[{i}]", L)):
+            s = array(s, f"hints.relu_patterns[{i}][{j}]", p)
+            if not all(type(v) is int and v in (0, 1) for v in s):
+                raise Rejected(f"hints.relu_patterns[{i}][{j}]: expected p entries 0 or 1")
+            patterns[-1].append(tuple(s))
+    per_point = [array(hints[k], f"hints.{k}", n) for k in ("steps", "boxes")]
+    parsed = []
+    for i in range(n):
+        sub = {k: hints[k] for k in keys[:4]} | {"steps": per_point[0][i], "boxes": per_point[1][i]}
+        try:
+            prior, K, m, prec, steps, _ = lohner_hints(sub, L, "taylor-lohner-c1", ())
+            total = sum(len(s) for s in steps)
+            budget[0] -= sensitivity_cost(field, 1, total, K, m, prec) + total * L * d * p
+            if budget[0] < 0:
+                raise Rejected(
+                    f"resource limit: the replay needs more than {MAX_TAYLOR_OPS} operations"
+                )
+            parsed.append((steps, a_priori_hints(sub, prior, "arb", steps, 1, d)[0]))
+        except Rejected as exc:
+            raise Rejected(f"point {i}: {exc}") from None
+    masked = {s: relu_field(d, p, s) for row in patterns for s in row}
+    finals, mats = [], []
+    with flint.ctx.workprec(prec):
+        balls = [(t, [flint.arb(v) for v in values]) for t, values in pieces]
+        for i, (steps, boxes) in enumerate(parsed):
+            for j, per_step in enumerate(boxes):
+                for s, box in enumerate(per_step):
+                    k = relu_sign_failure(d, p, pieces[j][1], patterns[i][j], box[0])
+                    if k is not None:
+                        raise Rejected(
+                            f"hints.relu_patterns: piece {j}, point {i}, neuron {k}: the sign of "
+                            f"A_k x + b_k is not certified over the a priori box of step {s}"
+                        )
+            try:
+                fin, ms = replay_sensitivities(field, balls, [points[i]], steps, boxes, K, m,
+                                               lambda j, i=i: masked[patterns[i][j]])  # fmt: skip
+            except ReplayError as exc:
+                raise Rejected(f"hints: point {i}: {exc}") from None
+            finals += fin
+            mats += ms
+        value, grads = loss_and_gradient(finals, mats, targets, pieces, eps, loss)
+    return value, grads, (n, L, sum(len(s) for st, _ in parsed for s in st), prec)
 
 
 def _pair(value: Any, where: str) -> tuple:
@@ -140,7 +217,7 @@ def check_training_v1(instance: Any, claim: Any, hints: Any) -> str:
     budget, prev = [MAX_TAYLOR_OPS], None
     for k, (inst, h) in enumerate(zip(iterates, steps, strict=True)):
         loss, grads, (_, _, _, prec) = replay_gradient(inst, h, budget)
-        same = ("field", "points", "targets", "eps", "time", "loss")
+        same = ("field", "relu", "points", "targets", "eps", "time", "loss")
         durations = [
             [exact(p["duration"], "duration") for p in it["pieces"]] for it in (inst, iterates[0])
         ]

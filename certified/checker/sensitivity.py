@@ -21,7 +21,14 @@ from flint import arb, arb_mat, fmpq
 from .lohner import LohnerSet, lohner_step
 from .taylor import ExpressionField, ReplayError, field_jets
 
-__all__ = ["augmented_field", "loss_and_gradient", "replay_sensitivities", "sensitivity_cost"]
+__all__ = [
+    "augmented_field",
+    "loss_and_gradient",
+    "relu_field",
+    "relu_sign_failure",
+    "replay_sensitivities",
+    "sensitivity_cost",
+]
 
 _ZERO = arb(0)
 
@@ -34,6 +41,49 @@ def augmented_field(field: ExpressionField) -> ExpressionField:
     nodes = [("x", d + a[0]) if op == "p" else (op, *a) for op, *a in field.nodes]
     nodes.append(("c", fmpq(0)))
     return ExpressionField(d + P, [], nodes, [*field.outputs, *([len(nodes) - 1] * P)])
+
+
+def relu_field(d: int, p: int, pattern) -> ExpressionField:
+    """The masked field ``f_s(x; W, A, b) = sum_k s_k W_{:k} (A_k x + b_k)`` of a ReLU layer
+    ``W relu(A x + b)`` (W d x p, A p x d, b p), written with the original parameters (W row-major,
+    then A row-major, then b), so that its parameter derivatives are the ReLU flow's where the
+    pattern s holds (proofs/training.md#relu).
+    Guarantee: exact (the graph)."""
+    names = [f"W[{i}][{k}]" for i in range(d) for k in range(p)]
+    names += [f"A[{k}][{i}]" for k in range(p) for i in range(d)] + [f"b[{k}]" for k in range(p)]
+    nodes: list[tuple] = [("x", i) for i in range(d)]
+    z = {}
+    for k in (k for k in range(p) if pattern[k]):
+        terms = []
+        for i in range(d):
+            nodes += [("p", d * p + k * d + i), ("mul", len(nodes), i)]
+            terms.append(len(nodes) - 1)
+        nodes += [("p", 2 * d * p + k), ("sum", *terms, len(nodes))]
+        z[k] = len(nodes) - 1
+    outputs = []
+    for i in range(d):
+        terms = []
+        for k, zk in z.items():
+            nodes += [("p", i * p + k), ("mul", len(nodes), zk)]
+            terms.append(len(nodes) - 1)
+        nodes.append(("sum", *terms) if terms else ("c", fmpq(0)))
+        outputs.append(len(nodes) - 1)
+    return ExpressionField(d, names, nodes, outputs)
+
+
+def relu_sign_failure(d: int, p: int, theta, pattern, box) -> int | None:
+    """The first neuron k whose ``A_k . B + b_k`` is not strictly positive (s_k = 1) or strictly
+    negative (s_k = 0) over the exact box B (d pairs), in exact rational interval arithmetic;
+    None when every sign is certified. ``theta``: exact parameters in :func:`relu_field`'s order.
+    Guarantee: exact (proofs/training.md#relu)."""
+    for k in range(p):
+        lo = hi = theta[2 * d * p + k]
+        for i, (xl, xh) in enumerate(box):
+            a = theta[d * p + k * d + i]
+            lo, hi = lo + min(a * xl, a * xh), hi + max(a * xl, a * xh)
+        if not (lo > 0 if pattern[k] else hi < 0):
+            return k
+    return None
 
 
 def _poly(coefs: list[arb], h: arb) -> arb:
@@ -73,16 +123,20 @@ def sensitivity_cost(field: ExpressionField, n: int, steps: int, K: int, m: int,
     return n * steps * per * (1 + prec // 256)
 
 
-def replay_sensitivities(field: ExpressionField, pieces, points, steps, boxes, K: int, m: int):
+def replay_sensitivities(field: ExpressionField, pieces, points, steps, boxes, K: int, m: int,
+                         field_of=None):  # fmt: skip
     """Per point i: the balls of ``x_i(T)`` and, per piece l, ``(M_l, S_l)``; pieces are
     (duration, parameter balls), ``steps[l]`` the step lengths of piece l (summing to its
-    duration), ``boxes[l][s][i]`` the a priori box of point i in step s. Raises ReplayError
-    naming the piece, step and point.
+    duration), ``boxes[l][s][i]`` the a priori box of point i in step s; ``field_of(l)``, when
+    given, the field of piece l (else ``field`` throughout). Raises ReplayError naming the
+    piece, step and point.
     Guarantee: encloses (proofs/training.md#sensitivity)."""
-    aug, d = augmented_field(field), field.dimension
+    d = field.dimension
     sets = [LohnerSet.box(list(x), list(x)) for x in points]
     mats = [[] for _ in points]
     for j, (duration, theta) in enumerate(pieces):
+        field = field if field_of is None else field_of(j)
+        aug = augmented_field(field)
         if sum(steps[j], fmpq(0)) != duration or not all(h > 0 for h in steps[j]):
             raise ReplayError(f"piece {j}: the steps are not positive or do not sum to {duration}")
         for i in range(len(sets)):

@@ -23,15 +23,14 @@ def gradient_instance(result) -> tuple[dict[str, Any], dict[str, Any]]:
 
     Guarantee: exact (the problem and the steps as computed)."""
     problem, h = result.problem, result.hints
-    if "relu_patterns" in h:
-        from certified.errors import InputError
-
-        raise InputError(
-            "certificate: no checker rule certifies ReLU activation patterns yet; the ReLU "
-            "gradient is computed (and its pattern certified) but cannot be written"
-        )
+    relu = h.get("relu_patterns")  # W relu(A x + b): the checker builds the masked fields
+    d = problem.dimension
     instance = {
-        "field": problem.field.to_json(),
+        **(
+            {"relu": {"dimension": d, "width": len(problem.pieces[0].values) // (2 * d + 1)}}
+            if relu
+            else {"field": problem.field.to_json()}
+        ),
         "pieces": [
             {
                 "duration": exact_number(p.duration),
@@ -46,6 +45,15 @@ def gradient_instance(result) -> tuple[dict[str, Any], dict[str, Any]]:
     }
     if result.loss_field is not None:
         instance["loss"] = result.loss_field.to_json()
+    if relu:  # per point: its pattern, steps and a priori boxes (proofs/training.md#relu)
+        hints = {"method": "taylor-lohner-c1"} | {k: relu[k] for k in
+                 ("order", "jacobian_order", "precision")}  # fmt: skip
+        hints["relu_patterns"] = [[list(s) for s in row] for row in relu["patterns"]]
+        hints["steps"] = [
+            [[exact_number(s) for s in st] for st in steps] for steps in relu["steps"]
+        ]
+        hints["boxes"] = [_boxes(per_point) for per_point in relu["boxes"]]
+        return instance, hints
     hints = {
         "method": "taylor-lohner-c1",
         "order": h["order"],
@@ -57,10 +65,12 @@ def gradient_instance(result) -> tuple[dict[str, Any], dict[str, Any]]:
         hints["arithmetic"] = "float64"
         hints["apriori"] = [[exact_number(a) for a in row] for row in h["apriori"]]
         return instance, hints
-    hints["boxes"] = [
-        [[[_pair(ab) for ab in row] for row in B] for B in per_piece] for per_piece in h["boxes"]
-    ]
+    hints["boxes"] = _boxes(h["boxes"])
     return instance, hints
+
+
+def _boxes(boxes) -> list:
+    return [[[[_pair(ab) for ab in row] for row in B] for B in per_piece] for per_piece in boxes]
 
 
 def _check_cost(*results, what: str = "points per certificate, or fewer pieces") -> int:
@@ -73,8 +83,10 @@ def _check_cost(*results, what: str = "points per certificate, or fewer pieces")
 
     cost = 0
     for result in results:
-        h, n = result.hints, result.points.shape[0]
+        h, n = result.hints.get("relu_patterns", result.hints), result.points.shape[0]
         total = sum(len(s) for s in h.get("steps", ()))
+        if "patterns" in h:  # ReLU: per point; the checker charges the full field's cost
+            n, total = 1, sum(len(s) for steps in h["steps"] for s in steps)
         K, m, prec = h["order"], h["jacobian_order"], h["precision"]
         field = result.problem.field.expression
         cost += (cost64(field, n, total, K, m) if h.get("arithmetic") == "float64" else
@@ -95,8 +107,7 @@ def gradient_certificate(result) -> dict[str, Any]:
     Raises InputError when the checker's replay would exceed its resource limit.
 
     Guarantee: none (the checker decides)."""
-    if "relu_patterns" not in result.hints:
-        _check_cost(result)
+    _check_cost(result)
     instance, hints = gradient_instance(result)
     claim = {
         "loss": _pair(result.loss),

@@ -8,7 +8,8 @@ At 53 bits with the default loss the replay is the checker's float64 one for all
 Exit 0 with the certificate written; 1 when the checker refused it (nothing written); 2 on bad
 input (targets of the wrong shape, eps < 0, a flow that cannot be enclosed, a ReLU schedule
 whose activation pattern cannot be certified: NOT_DIFFERENTIABLE with piece, point and neuron).
-ReLU gradients are printed (and in ``--json``) but not written: no checker rule covers them.
+A ReLU schedule's certificate carries each point's certified activation pattern
+(``instance.relu``, proofs/training.md#relu).
 """
 
 from __future__ import annotations
@@ -93,17 +94,8 @@ def run(args: argparse.Namespace) -> int:
     result = certified_gradient(
         schedule, X, Y, eps=args.eps, prec=args.prec, for_certificate=True, loss=loss, method="auto"
     )
-    if "relu_patterns" in result.hints:  # computed and certified, but no checker rule
-        path, message = (
-            None,
-            (
-                "ReLU: the activation pattern and the enclosures are certified, but no checker "
-                "rule covers ReLU gradients yet: nothing written"
-            ),
-        )
-    else:
-        path, check = write_if_accepted(Path(args.out), gradient_certificate(result))
-        message = "" if check.verified else f"the checker did not accept: {check.reason}"
+    path, check = write_if_accepted(Path(args.out), gradient_certificate(result))
+    message = "" if check.verified else f"the checker did not accept: {check.reason}"
     outcome = Outcome.VERIFIED if path is not None else Outcome.UNDECIDED
     seconds = time.perf_counter() - t0
     if args.json:

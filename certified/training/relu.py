@@ -7,8 +7,10 @@ simulation (heuristic), then certified: the masked field's flow is enclosed step
 every neuron's ``A_j B + b_j`` has its strict sign over every a priori box B (exact rational
 interval arithmetic), so the masked trajectory solves the ReLU equation and, the signs being
 strict on a compact set, so do nearby ones: the flow is differentiable there and its
-derivatives are the masked field's, with ``dx/dW_{:j} = s_j dx/dW'_{:j}`` (and the A-, b-
-derivatives of an inactive neuron vanish automatically since ``W'_{:j} = 0``). Where a sign
+derivatives are those of the masked field written with the original parameters
+(``certified.checker.sensitivity.relu_field``: an inactive neuron's W-, A- and b-derivatives
+vanish), replayed by the checker's own code, so that the certificate's claims (patterns, steps
+and boxes per point in the hints) are what the checker recomputes. Where a sign
 cannot be certified the loss may meet a kink: :class:`NotDifferentiableError` names the piece,
 the point and the neuron (proofs/training.md#relu).
 """
@@ -62,21 +64,17 @@ def _guess_patterns(schedule, x0: np.ndarray, substeps: int = 64) -> list[np.nda
     return out
 
 
-def _sign_certified(A, b, box, active: bool):
-    """``A_j . B + b_j`` strictly positive (active) or negative over the exact box."""
-    lo = hi = b
-    for a, (xl, xh) in zip(A, box, strict=True):
-        lo += min(a * xl, a * xh)
-        hi += max(a * xl, a * xh)
-    return lo > 0 if active else hi < 0
-
-
 def relu_gradient(schedule, X, Y, eps, prec: int, order, max_step, loss=None):
     """(loss ball, gradient balls per piece, the replay's data) for a ReLU schedule, by
     certified activation patterns; raises NotDifferentiableError where a sign is uncertain.
 
     Guarantee: encloses J and its gradient (proofs/training.md#relu)."""
-    from certified.checker.sensitivity import loss_and_gradient, replay_sensitivities
+    from certified.checker.sensitivity import (
+        loss_and_gradient,
+        relu_field,
+        relu_sign_failure,
+        replay_sensitivities,
+    )
     from certified.checker.taylor import ReplayError
     from certified.flow.options import SaveAt, initial_set
     from certified.flow.result import FlowStatus
@@ -98,48 +96,46 @@ def relu_gradient(schedule, X, Y, eps, prec: int, order, max_step, loss=None):
         W[:, :q], A[:q], bb[:q] = piece.W, piece.A, piece.b
         W[W == 0], A[A == 0], bb[bb == 0] = flint.fmpq(0), flint.fmpq(0), flint.fmpq(0)
         thetas.append((W, A, bb))
-    finals, mats, hints = [], [], []
+    exact = [(piece.duration, [*W.ravel(), *A.ravel(), *bb])
+             for piece, (W, A, bb) in zip(schedule.pieces, thetas, strict=True)]  # fmt: skip
+    finals, mats = [], []
+    hints = {"patterns": [], "steps": [], "boxes": [], "jacobian_order": policy.jacobian_order}
+    hints["precision"], full = prec, relu_field(d, p, [1] * p)
     for i in range(X.shape[0]):
-        patterns = _guess_patterns(schedule, np.array([float(v) for v in X[i]]))
+        patterns = [tuple(int(v) for v in s) for s in
+                    _guess_patterns(schedule, np.array([float(v) for v in X[i]]))]  # fmt: skip
         pieces = []
         for piece, (W, A, bb), s in zip(schedule.pieces, thetas, patterns, strict=True):
-            Wm = W * np.array([flint.fmpq(int(v)) for v in s], dtype=object)[None, :]
+            Wm = W * np.array([flint.fmpq(v) for v in s], dtype=object)[None, :]
             pieces.append((piece.duration, [*Wm.ravel(), *A.ravel(), *bb]))
         problem = f.on(*pieces)
         res = lohner_flow(problem, initial_set(X[i : i + 1], d), SaveAt(), policy, prec)
         if res.status is not FlowStatus.SUCCESS:
             raise InputError(f"point {i}: the flow cannot be enclosed: {res.message}")
         steps, boxes = res.hints["steps"], _exact_boxes(res.hints["boxes"])
-        for j, (per_piece, (_, A, bb), s) in enumerate(zip(boxes, thetas, patterns, strict=True)):
+        if hints.setdefault("order", res.hints["order"]) != res.hints["order"]:
+            raise InputError(f"point {i}: the flow's Taylor order differs from point 0's")
+        for j, (per_piece, (_, theta), s) in enumerate(zip(boxes, exact, patterns, strict=True)):
             for box in per_piece:
-                for k in range(p):
-                    if not _sign_certified(A[k], bb[k], box[0], bool(s[k])):
-                        raise NotDifferentiableError(
-                            f"piece {j}, point {i}, neuron {k}: the sign of A_k x + b_k is not "
-                            "certified along the flow (a kink may be met): NOT_DIFFERENTIABLE"
-                        )
-        with precision(prec):
-            balls = [(t, [flint.arb(v) for v in vals]) for t, vals in pieces]
+                k = relu_sign_failure(d, p, theta, s, box[0])
+                if k is not None:
+                    raise NotDifferentiableError(
+                        f"piece {j}, point {i}, neuron {k}: the sign of A_k x + b_k is not "
+                        "certified along the flow (a kink may be met): NOT_DIFFERENTIABLE"
+                    )
+        with precision(prec):  # the checker's replay (rule gradient, instance.relu)
+            balls = [(t, [flint.arb(v) for v in vals]) for t, vals in exact]
             try:
                 fin, ms = replay_sensitivities(
-                    f.expression, balls, X[i : i + 1].tolist(), steps, boxes,
-                    res.hints["order"], policy.jacobian_order,
+                    full, balls, X[i : i + 1].tolist(), steps, boxes, res.hints["order"],
+                    policy.jacobian_order, lambda j, s=patterns: relu_field(d, p, s[j]),
                 )  # fmt: skip
             except ReplayError as exc:
                 raise InputError(f"point {i}: the sensitivity replay failed ({exc})") from None
-        for j, s in enumerate(patterns):  # d x / d W_{:k} = s_k d x / d W'_{:k}
-            S = ms[0][j][1]
-            for k in range(p):
-                if not s[k]:
-                    for r in range(d):
-                        col = names.index(f"W[{r}][{k}]")
-                        for row in range(d):
-                            S[row, col] = 0
         finals += fin
         mats += ms
-        hints.append((patterns, steps))
-    exact = [(piece.duration, [*W.ravel(), *A.ravel(), *bb])
-             for piece, (W, A, bb) in zip(schedule.pieces, thetas, strict=True)]  # fmt: skip
+        for key, value in (("patterns", patterns), ("steps", steps), ("boxes", boxes)):
+            hints[key].append(value)
     with precision(prec):
         phi = None if loss is None else loss.expression
         value, grads = loss_and_gradient(finals, mats, Y.tolist(), exact, eps, phi)
