@@ -73,8 +73,8 @@ def certified_descent(
 
     if isinstance(model, Schedule) and model.activation.is_piecewise_linear:
         raise InputError(
-            f"activation: certified descent needs a certificate per iterate; "
-            f"{model.activation.value} gradients have none yet: use tanh or sigmoid"
+            f"activation: certified descent of {model.activation.value} schedules is not "
+            "implemented (only single gradients: certified gradient); use tanh or sigmoid"
         )
     lr = to_fmpq(lr, "--lr")
     if not lr > 0:
