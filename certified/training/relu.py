@@ -27,18 +27,14 @@ __all__ = ["relu_gradient"]
 
 
 def _affine_field(d: int, p: int):
-    from certified.fields import field, total
+    """``W (A x + b)``: the checker's masked field with every neuron active, as a VectorField
+    (the producer's flow, W masked through its values: ``W diag(s)``)."""
+    from certified.checker.sensitivity import relu_field
+    from certified.fields import VectorField
 
-    names = [f"W[{i}][{j}]" for i in range(d) for j in range(p)]
-    names += [f"A[{j}][{i}]" for j in range(p) for i in range(d)] + [f"b[{j}]" for j in range(p)]
-
-    def rhs(x, q):
-        par = q.__getattr__
-        z = [total([par(f"A[{j}][{i}]") * x[i] for i in range(d)] + [par(f"b[{j}]")])
-             for j in range(p)]  # fmt: skip
-        return [total([par(f"W[{i}][{j}]") * z[j] for j in range(p)]) for i in range(d)]
-
-    return field(d, rhs, parameters=names, name="affine")
+    e = relu_field(d, p, [1] * p)
+    graph = {"dimension": d, "parameters": list(e.names), "outputs": list(e.outputs)}
+    return VectorField(graph | {"nodes": [list(n) for n in e.nodes]}, name="affine")
 
 
 def _guess_patterns(schedule, x0: np.ndarray, substeps: int = 64) -> list[np.ndarray]:
