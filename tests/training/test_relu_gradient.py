@@ -182,6 +182,11 @@ def test_moved_claims_and_a_field_in_place_of_relu_are_rejected(relu_cert):
 
     assert not _mutated(relu_cert, wider).verified
 
+    def huge(c):
+        c["instance"]["relu"] = {"dimension": 1000, "width": 1000}
+
+    assert "resource limit" in _mutated(relu_cert, huge).reason
+
     def no_patterns(c):
         del c["hints"]["relu_patterns"]
 
