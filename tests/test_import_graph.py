@@ -158,6 +158,7 @@ NUMPY_IN_CHECKER = {
     "certified.checker._relu_vec_plan": "proofs/checker_soundness.md#relu-vectorised",
     "certified.checker.ivec": "proofs/checker_soundness.md#float-intervals",
     "certified.checker.jets64": "proofs/checker_soundness.md#float-intervals",
+    "certified.checker.program64": "proofs/checker_soundness.md#float-intervals",
     "certified.checker.lohner64": "proofs/checker_soundness.md#float-intervals",
     "certified.checker.sensitivity64": "proofs/training.md#sensitivity64",
 }

@@ -11,102 +11,13 @@ element by element, and rounded outward; everything else is ``+ - * /`` of ``ive
 from __future__ import annotations
 
 import numpy as np
-from flint import arb, fmpq
+from flint import arb
 
-from .ivec import Iv, Series, exp_points, from_arb, from_fmpq, matmul, series_conv
-from .taylor import ExpressionField, ReplayError, _sin_range
+from .ivec import Iv, Series, exp_points, from_arb, matmul, series_conv
+from .program64 import Program
+from .taylor import ReplayError, _sin_range
 
 __all__ = ["Program", "jets64"]
-
-
-class Program:
-    """An expression field compiled into groups: (op, const, kind, node indices, argument
-    indices, constant values). A sum of products ``const * var`` whose products serve nothing
-    else is one ``lincomb`` row: a group of rows is one matrix product (``ivec.matmul``)."""
-
-    def __init__(self, field: ExpressionField) -> None:
-        nodes, const = field.nodes, field.const
-        uses = [0] * len(nodes)
-        for op, *a in nodes:
-            if op not in ("x", "p", "c"):
-                for j in a:
-                    uses[j] += 1
-        for o in field.outputs:
-            uses[o] += 1
-        terms, absorbed = {}, set()
-        for i, (op, *a) in enumerate(nodes):
-            if op not in ("sum", "add") or const[i] or len(set(a)) != len(a):
-                continue
-            pairs = []  # (const node, var node); var -1: the constant 1 (an offset)
-            for t in a:
-                top, *ta = nodes[t]
-                if const[t] and op == "sum":
-                    pairs.append((t, -1))
-                    continue
-                if top != "mul" or uses[t] != 1 or const[ta[0]] == const[ta[1]]:
-                    break
-                pairs.append((ta[0], ta[1]) if const[ta[0]] else (ta[1], ta[0]))
-            else:
-                if len({v for _, v in pairs}) == len(pairs):
-                    terms[i] = pairs
-                    absorbed.update(t for t in a if not const[t])
-        self.field, depth, keys = field, [], {}
-        for i, (op, *a) in enumerate(nodes):
-            leaf = op in ("x", "p", "c")
-            depth.append(0 if leaf else 1 + max(depth[j] for j in a))
-            if i in absorbed:
-                continue
-            if i in terms:
-                keys.setdefault((depth[i], "lincomb", 0, False, ()), []).append(i)
-                continue
-            kind = (const[a[0]], const[a[1]]) if op == "mul" else ()
-            key = (depth[i], op, 1 if leaf else len(a), const[i], kind)
-            keys.setdefault(key, []).append(i)
-        self.groups = []
-        for (_, op, _, cst, kind), idx in sorted(keys.items(), key=lambda kv: kv[0][0]):
-            value = None
-            if op == "lincomb":  # args: the columns (var nodes); value: (rows, cols, consts)
-                cols = sorted({v for i in idx for _, v in terms[i]}, key=lambda v: (v < 0, v))
-                at = {v: c for c, v in enumerate(cols)}
-                rc = [(r, at[v], cn) for r, i in enumerate(idx) for cn, v in terms[i]]
-                args = [[v] for v in cols]
-                value = tuple(np.array(col) for col in zip(*rc, strict=True))
-            else:
-                args = [nodes[i][1:] for i in idx]
-                if op == "c":
-                    args = [[0]] * len(idx)
-                    value = from_fmpq([nodes[i][1] for i in idx])
-            self.groups.append((op, cst, kind, np.array(idx), np.array(args, dtype=np.int64),
-                                value))  # fmt: skip
-        self._slots(field)
-
-    def _slots(self, field: ExpressionField) -> None:
-        """Renumbers the nodes kept in H (computed nodes, leaves that are arguments, outputs)
-        as slots (``node[slot]`` is the node); the coefficients of ``lincomb`` rows (nodes)
-        are read from ``cvals``, with the parameters' values at ``pnode``."""
-        used, leaf = set(field.outputs), ("x", "p", "c")
-        for op, cst, _, idx, args, value in self.groups:  # a constant inner node: a slot
-            used.update([] if cst else idx.tolist(), [] if op in leaf else args[args >= 0].tolist())
-            if op == "lincomb":
-                used.update(i for i in value[2].tolist() if field.nodes[i][0] not in leaf)
-        self.node = np.array(sorted(used), dtype=np.int64)
-        self.slot = slot = np.full(len(field.nodes), -1, dtype=np.int64)
-        slot[self.node] = np.arange(len(self.node))
-        groups, self.groups = self.groups, []
-        for op, cst, kind, idx, args, value in groups:
-            keep = slot[idx] >= 0
-            if op not in leaf:
-                args = np.where(args >= 0, slot[args], -1)
-            if op == "lincomb":  # and the slots of the constants (-1: leaves, from cvals)
-                value = (*value[:3], slot[value[2]])
-            if keep.any():
-                value = value[keep] if op == "c" else value
-                self.groups.append((op, cst, kind, slot[idx[keep]], args[keep] if cst else args,
-                                    value))  # fmt: skip
-        self.outputs, self.size = slot[np.array(field.outputs)], len(self.node)
-        self.pnode = np.array([i for i, (op, *_) in enumerate(field.nodes) if op == "p"], int)
-        self.pparam = np.array([field.nodes[i][1] for i in self.pnode], int)
-        self.cvals = from_fmpq([a[0] if op == "c" else fmpq(0) for op, *a in field.nodes])
 
 
 def _dual_mul(a: Iv, b: Iv) -> Iv:
@@ -141,6 +52,41 @@ def _conv(A: Iv, B: Iv, k: int, lo: int = 0, hi: int | None = None, w: bool = Fa
 def _wconv(A: Iv, B: Iv, k: int) -> Iv:
     """(1/k) sum_{j=1..k} j A_j B_{k-j}: coefficient k of c with c' = a' b."""
     return _conv(A, B, k, 1, w=True).divide_int(k)
+
+
+def _square(A: Iv, k: int) -> Iv:
+    """sum_{j=0..k} A_j A_{k-j} = 2 sum_{j < k/2} A_j A_{k-j} + [k even] A_{k/2}^2."""
+    twice = _conv(A, A, k, 0, (k - 1) // 2).scale(np.float64(2)) if k else None
+    mid = _dual_mul(A[k // 2], A[k // 2]) if k % 2 == 0 else None
+    return mid if twice is None else twice if mid is None else twice + mid
+
+
+def _interval_group(op, A: Iv, B: Iv | None, own: Iv, k: int, Z, gi, size: int) -> Iv:
+    """Coefficient k of a group of mul, sqr, exp, tanh or sigmoid nodes by interval products
+    (``_conv``; A, B: the arguments' coefficients 0..k, own: the group's 0..k-1): the
+    semantics of the flow rule's float64 replay (certificates written with it stay valid;
+    :func:`_series_group` is the midpoint-radius form the gradient replay's tape needs)."""
+    if op == "mul":
+        return _conv(A, B, k)
+    if op == "sqr":
+        return _square(A, k)
+    if k == 0:
+        y = _elementary(op, A[0])
+        if op in ("tanh", "sigmoid"):  # y' = a' z with z = 1 - y^2, resp. y - y^2
+            yy = _dual_mul(y, y)
+            one = Iv.zeros(y.shape)
+            one.lo[..., 0] = one.hi[..., 0] = 1.0
+            Z[gi] = Iv.zeros((size, *y.shape))
+            Z[gi][0] = one - yy if op == "tanh" else y - yy
+        return y
+    if op == "exp":
+        return _wconv(A, own, k)
+    y = _wconv(A, Z[gi], k)
+    C = Iv(np.concatenate([own.lo, y.lo[None]]), np.concatenate([own.hi, y.hi[None]]))
+    cc = _square(C, k)
+    if k < Z[gi].shape[0]:
+        Z[gi][k] = -cc if op == "tanh" else y - cc
+    return y
 
 
 def _monotone(op: str, v: Iv) -> Iv:
@@ -225,7 +171,9 @@ def jets64(prog: Program, params: Iv, x0: Iv, seeds: Iv | None, order: int,
     """Coefficients ``X[k]`` (Iv of shape (sets, d, 1 + g)) for k = 0..order of the solutions
     through the boxes ``x0`` (sets, d) with dual parts ``D x_k seeds`` (seeds: (sets, d, g));
     ``tape``, if given, receives the nodes' coefficients ``H`` (order, nodes, sets, 1 + g) and
-    the auxiliary series ``Z`` (for ``sensitivity64.theta_adjoint``).
+    the auxiliary series ``Z`` (for ``sensitivity64.theta_adjoint``); the series products are
+    then midpoint-radius dot products (:func:`_series_group`), else interval products
+    (:func:`_interval_group`, the flow rule's semantics).
     Raises ReplayError when an operation leaves its domain or overflows.
     Guarantee: as :func:`certified.checker.taylor.field_jets`, for every set."""
     n, d = x0.shape
@@ -241,7 +189,8 @@ def jets64(prog: Program, params: Iv, x0: Iv, seeds: Iv | None, order: int,
         for gi, (op, const, kind, idx, args, value) in enumerate(prog.groups):
             if const and k:
                 continue
-            out = _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g, cv, prog.node)
+            out = _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g, cv, prog.node,
+                         tape is not None)  # fmt: skip
             if not out.finite():
                 ok = (np.isfinite(out.lo) & np.isfinite(out.hi)).reshape(len(idx), n, -1)
                 r, i = map(int, np.argwhere(~ok.all(axis=2))[0])
@@ -256,9 +205,9 @@ def jets64(prog: Program, params: Iv, x0: Iv, seeds: Iv | None, order: int,
     return X
 
 
-def _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g, cv, node) -> Iv:
+def _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g, cv, node, mr) -> Iv:
     """Coefficient k of the nodes ``idx`` (one group) for every set; H: (order, nodes, sets,
-    1 + g) coefficients so far."""
+    1 + g) coefficients so far; ``mr``: series products by midpoint-radius dot products."""
     G = len(idx)
 
     def c(col: int, j: int = k) -> Iv:
@@ -299,9 +248,12 @@ def _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g, cv, node) -
     if op == "mul" and (kind[0] or kind[1]):
         cc, vv = (0, 1) if kind[0] else (1, 0)
         return c(vv) * c(cc, 0)[..., :1]
-    if op in ("mul", "sqr", "exp", "tanh", "sigmoid"):
+    if op in ("mul", "sqr", "exp", "tanh", "sigmoid") and mr:
         return _series_group(op, args, k, H, Z, gi, n)
     own = H[:k, idx]  # this group's coefficients 0..k-1
+    if op in ("mul", "sqr", "exp", "tanh", "sigmoid"):
+        B = series(1) if op == "mul" else None
+        return _interval_group(op, series(0), B, own, k, Z, gi, H.shape[0])
     if op == "div":
         B = series(1)
         b0 = B[0][..., 0]

@@ -17,7 +17,7 @@ ALLOWED_TOP_LEVEL = set(sys.stdlib_module_names) | {"flint"}
 # numpy, imported lazily by one rule (never on import of the checker; argued in
 # proofs/checker_soundness.md#relu-vectorised)
 NUMPY_RULES = {"_relu_vec_rule.py", "_relu_vec_plan.py", "ivec.py", "jets64.py", "lohner64.py",
-               "sensitivity64.py"}  # fmt: skip
+               "program64.py", "sensitivity64.py"}  # fmt: skip
 
 
 def _imports(path: Path):
@@ -72,8 +72,11 @@ RULE_ALLOWANCES: dict[str, int] = {
     # _field_rule.py: dispatch, cost, orders, a priori factors)
     "ivec.py": 336,  # (+16: fpu_ok, up, dn, shared with _relu_vec_rule.py, -15 there; +65
     # issue 21: Series, series_conv, the midpoint-radius convolutions of every jets64 series)
-    "jets64.py": 404,  # (+44 issue 21: series products through ivec.series_conv, the tape, the
-    # slots of H: only the nodes that are read)
+    "jets64.py": 434,  # (+44 issue 21: series products through ivec.series_conv, the tape, the
+    # slots of H: only the nodes that are read; +30: the interval products kept for rule
+    # taylor-lohner, so that flow certificates written before issue 21 stay VERIFIED)
+    "program64.py": 14,  # (jets64's Program, moved out to keep modules under 420 lines: the
+    # new module's docstring and imports)
     "lohner64.py": 231,  # (226 before issue 21's speed work, +5: |Df(B)| returned, the
     # remainder from the variational series when m >= K)
     "_field_rule+lohner": 84,
