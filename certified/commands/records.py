@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["Benchmark", "DemoCheck", "best_seconds", "compare"]
+__all__ = ["Benchmark", "DemoCheck", "best_seconds", "compare", "rk4"]
 
 
 @dataclass(frozen=True)
@@ -69,3 +69,15 @@ def compare(name, f, baseline_name, g, repeats, target=None, **extra) -> Benchma
     s = best_seconds(f, repeats)
     b = best_seconds(g, repeats)
     return Benchmark(name, s, baseline_name, b, s / b, target, dict(extra))
+
+
+def rk4(f: Callable[[Any], Any], x: Any, h: float, steps: int) -> Any:
+    """``steps`` classical RK4 steps of length ``h`` for ``x' = f(x)`` (x any array type with
+    ``+`` and scalar ``*``): the float64 baselines of the benchmarks. Guarantee: none."""
+    for _ in range(steps):
+        k1 = f(x)
+        k2 = f(x + 0.5 * h * k1)
+        k3 = f(x + 0.5 * h * k2)
+        k4 = f(x + h * k3)
+        x = x + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
+    return x

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from certified.commands.records import Benchmark, best_seconds, compare
+from certified.commands.records import Benchmark, best_seconds, compare, rk4
 
 __all__ = ["bench_flow"]
 
@@ -19,13 +19,11 @@ def _tanh_rk4(Ws, As, bs, tau, X0, steps):
     """Float64 classical RK4 for x' = W tanh(A x + b), vectorised over points (baseline)."""
     x = X0.copy()
     for W, A, b in zip(Ws, As, bs, strict=True):
-        h = tau / steps
-        for _ in range(steps):
-            k1 = np.tanh(x @ A.T + b) @ W.T
-            k2 = np.tanh((x + 0.5 * h * k1) @ A.T + b) @ W.T
-            k3 = np.tanh((x + 0.5 * h * k2) @ A.T + b) @ W.T
-            k4 = np.tanh((x + h * k3) @ A.T + b) @ W.T
-            x = x + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
+
+        def f(y, A=A, W=W, b=b):
+            return np.tanh(y @ A.T + b) @ W.T
+
+        x = rk4(f, x, tau / steps, steps)
     return x
 
 
@@ -269,12 +267,7 @@ def _relu_rk4(Ws, As, bs, tau, X0, steps):
         def f(y, At=At, Wt=Wt, b=b):
             return np.maximum(y @ At + b, 0.0) @ Wt
 
-        for _ in range(steps):
-            k1 = f(x)
-            k2 = f(x + 0.5 * h * k1)
-            k3 = f(x + 0.5 * h * k2)
-            k4 = f(x + h * k3)
-            x = x + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
+        x = rk4(f, x, h, steps)
     return x
 
 

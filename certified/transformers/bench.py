@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from certified.commands.records import Benchmark
+from certified.commands.records import Benchmark, rk4
 
 __all__ = ["bench_transformer"]
 
@@ -41,14 +41,7 @@ def _rk4(X: np.ndarray, V: np.ndarray, B: np.ndarray, T: float, steps: int) -> n
         v = (P @ X) @ V.T
         return v - X * np.sum(X * v, axis=1, keepdims=True)
 
-    h = T / steps
-    for _ in range(steps):
-        k1 = f(X)
-        k2 = f(X + 0.5 * h * k1)
-        k3 = f(X + 0.5 * h * k2)
-        k4 = f(X + h * k3)
-        X = X + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
-    return X
+    return rk4(f, X, T / steps, steps)
 
 
 def _rk4_matching(inst, width: float) -> tuple[float, int, np.ndarray]:

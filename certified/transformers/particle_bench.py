@@ -13,7 +13,7 @@ from typing import Any
 import flint
 import numpy as np
 
-from certified.commands.records import Benchmark
+from certified.commands.records import Benchmark, rk4
 
 __all__ = [
     "NOTEBOOK_PARAMS",
@@ -121,12 +121,7 @@ def particle_rk4(pde, X: np.ndarray, steps: int) -> np.ndarray:
 
         k = max(1, round(steps * float(piece.duration) / float(pde.total_time)))
         h = float(piece.duration) / k
-        for _ in range(k):
-            k1 = f(out)
-            k2 = f(out + 0.5 * h * k1)
-            k3 = f(out + 0.5 * h * k2)
-            k4 = f(out + h * k3)
-            out = out + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
+        out = rk4(f, out, h, k)
     return out
 
 
