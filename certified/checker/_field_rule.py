@@ -15,10 +15,12 @@ import flint
 
 from . import _parse
 from ._parse import Rejected, array, box_rows, exact, exact_row, fields, positive, small_integer
+from ._partition import partition_leaves
 from .lohner import MAX_TAYLOR_OPS, SUPPORTED, replay_cost, replay_flow, supported
 from .taylor import ReplayError, parse_field
 
 ARITHMETIC = ("arb", "float64")  # hints.arithmetic: how the replay computes (default arb)
+OPTIONAL = ("jacobian_orders", "arithmetic", "doubleton", "partition")
 
 
 def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
@@ -44,8 +46,16 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
     raw_claimed = array(claim["enclosures"], "claim.enclosures", len(times))
     claimed = [box_rows(e, f"claim.enclosures[{k}]", n, d) for k, e in enumerate(raw_claimed)]
     prior, K, m, prec, steps, arithmetic = lohner_hints(
-        hints, len(pieces), "taylor-lohner", ("jacobian_orders", "arithmetic")
+        hints, len(pieces), "taylor-lohner", OPTIONAL
     )
+    owner, split, doubleton = range(n), "partition" in hints, hints.get("doubleton", False)
+    if doubleton is not True and "doubleton" in hints:
+        raise Rejected("hints.doubleton: expected true (doubleton sets) or no such field")
+    if split and start != "boxes":
+        raise Rejected("hints.partition: only with instance.boxes")
+    if split:  # boxes split into sub-boxes (exact bisection trees): the leaves are replayed
+        starts, owner = partition_leaves(hints["partition"], "hints.partition", starts)
+        n = len(starts)
     total = sum(len(s) for s in steps)
     # each set and step converts every constant node to a ball (4 times, lohner.lohner_step)
     big = [_parse.words(c[1].height_bits()) for c in field.nodes if c[0] == "c"]
@@ -70,14 +80,17 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
         balls = [(t, [flint.arb(v) for v in values]) for t, values in pieces]
         try:
             out = replay_flow(
-                field, balls, starts, steps, boxes, K, m, times, orders, arithmetic, apriori
-            )
+                field, balls, starts, steps, boxes, K, m, times, orders, arithmetic, apriori,
+                doubleton,
+            )  # fmt: skip
         except ReplayError as exc:
             raise Rejected(f"hints: {exc}") from None
         for k, i, q in itertools.product(range(len(out)), range(n), range(d)):
-            (lo, hi), ball = claimed[k][i][q], out[k][i][q]
+            (lo, hi), ball = claimed[k][owner[i]][q], out[k][i][q]
             if not (flint.arb(lo) <= ball.lower() and ball.upper() <= flint.arb(hi)):
-                raise Rejected(f"claim.enclosures[{k}][{i}][{q}]: misses the replayed enclosure")
+                sub = f" (sub-box {i})" if split else ""
+                raise Rejected(f"claim.enclosures[{k}][{owner[i]}][{q}]: misses the replayed "
+                               f"enclosure{sub}")  # fmt: skip
     what = f"{len(pieces)} pieces, {total} steps, order {K}, {len(field.nodes)} nodes"
     return f"rule taylor-lohner: {n} {start}, {what}"
 

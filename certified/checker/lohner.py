@@ -4,7 +4,9 @@ with a priori box B: Picard ``X + [0, h] f(B) inside B`` (#picard); ``y = Phi_h(
 order-K Taylor polynomial plus ``x_K(B) h^K`` (#taylor-step); ``J = DPhi_h(X)`` in the order-m
 variational polynomial plus ``V_m(B, V_B) h^m``, ``V_B = I + [-e, e]``, ``e = exp(L h) - 1``,
 ``L >= |Df(B)|_inf`` (#variational); then ``x^' = mid(y)``, ``C'`` the orthonormalised
-``mid(J C)`` and ``r' = (C'^-1 J C) r + C'^-1 (y - x^')``."""
+``mid(J C)`` and ``r' = (C'^-1 J C) r + C'^-1 (y - x^')``. A doubleton ``x^ + M u + C r``
+(u in the initial box's fixed U) keeps ``M' = mid(J M)`` and adds ``(J M - M') U`` to
+``y - x^'`` (#doubleton)."""
 
 from __future__ import annotations
 
@@ -31,29 +33,34 @@ def supported(field) -> bool:
 
 
 class LohnerSet:
-    """``centre + C r``: centre d exact balls, C a d x d exact arb_mat, r a d x 1 arb_mat."""
+    """``centre + C r`` (``+ M u``, u in U, a doubleton): centre d exact balls, C (and M) d x d
+    exact arb_mat, r (and U) d x 1 arb_mat."""
 
-    __slots__ = ("C", "centre", "r")
+    __slots__ = ("C", "M", "U", "centre", "r")
 
-    def __init__(self, centre: list[arb], C: arb_mat, r: arb_mat) -> None:
-        self.centre, self.C, self.r = centre, C, r
+    def __init__(self, centre: list[arb], C: arb_mat, r: arb_mat, M=None, U=None) -> None:
+        self.centre, self.C, self.r, self.M, self.U = centre, C, r, M, U
 
     @classmethod
-    def box(cls, lo: list[fmpq], hi: list[fmpq]) -> LohnerSet:
-        """The box [lo, hi] as centre + I r (an inexact centre's radius moves into r)."""
+    def box(cls, lo: list[fmpq], hi: list[fmpq], doubleton: bool = False) -> LohnerSet:
+        """The box [lo, hi] as centre + I r (an inexact centre's radius moves into r), or as
+        the doubleton centre + I u + I 0."""
         d = len(lo)
         mids = [arb((a + b) / 2) for a, b in zip(lo, hi, strict=True)]
         rad = [arb((b - a) / 2) + (c - c.mid()) for a, b, c in zip(lo, hi, mids, strict=True)]
         r = arb_mat([[arb(0, abs(q).upper())] for q in rad])
-        return cls([arb(c.mid()) for c in mids], arb_mat([[int(i == j) for j in range(d)]
-                                                          for i in range(d)]), r)  # fmt: skip
+        eye = arb_mat([[int(i == j) for j in range(d)] for i in range(d)])
+        if doubleton:
+            return cls([arb(c.mid()) for c in mids], eye, arb_mat(d, 1), eye, r)
+        return cls([arb(c.mid()) for c in mids], eye, r)
 
     def hull(self, with_centre: bool = False) -> list[arb]:
         """Balls containing the set (and the centre if asked, proofs/bounds.md#lohner)."""
-        r = self.r
+        r, U = self.r, self.U
         if with_centre:
             r = arb_mat([[r[i, 0].union(_ZERO)] for i in range(r.nrows())])
-        Cr = self.C * r
+            U = U if U is None else arb_mat([[U[i, 0].union(_ZERO)] for i in range(U.nrows())])
+        Cr = self.C * r if U is None else self.C * r + self.M * U
         return [self.centre[i] + Cr[i, 0] for i in range(len(self.centre))]
 
 
@@ -107,6 +114,11 @@ def lohner_step(field, params, S: LohnerSet, h: fmpq, box, K: int, m: int) -> Lo
     A = J * S.C
     centre = [arb((c + v.mid()).mid()) for c, v in zip(S.centre, inc, strict=True)]
     z = arb_mat([[(S.centre[i] - centre[i]) + inc[i]] for i in range(d)])
+    M = None
+    if S.M is not None:  # doubleton (proofs/bounds.md#doubleton)
+        AM = J * S.M
+        M = AM.mid()
+        z = z + (AM - M) * S.U
     size = [sum((A[r, c] * A[r, c] for r in range(d)), _ZERO).mid() * S.r[c, 0].rad()
             for c in range(d)]  # fmt: skip
     C = _orthonormal(A.mid(), sorted(range(d), key=lambda c: -size[c]))  # longest edge first
@@ -114,7 +126,7 @@ def lohner_step(field, params, S: LohnerSet, h: fmpq, box, K: int, m: int) -> Lo
         Ci = C.inv()
     except ZeroDivisionError:
         raise ReplayError("the new basis C is singular") from None
-    return LohnerSet(centre, C, (Ci * A) * S.r + Ci * z)
+    return LohnerSet(centre, C, (Ci * A) * S.r + Ci * z, M, S.U)
 
 
 def replay_cost(field, n: int, steps: int, K: int, m: float, prec: int, arithmetic="arb") -> int:
@@ -151,7 +163,7 @@ def _shape(field) -> tuple[int, int, int]:
 
 def replay_flow(
     field, pieces, starts, steps, boxes, K: int, m: int, times, orders=None, arithmetic="arb",
-    apriori=None,
+    apriori=None, doubleton=False,
 ) -> list:  # fmt: skip
     """Enclosures ``out[k][i]`` (d balls) at ``times[k]`` (ends of steps) of the flow of
     ``field`` with ``pieces`` ((duration, parameter balls)) from the boxes ``starts[i]`` (d
@@ -161,8 +173,8 @@ def replay_flow(
     whose every operation has a float64 form: :func:`~certified.checker.lohner64.supported`)
     for all sets at once in float64 intervals (:func:`~certified.checker.lohner64.replay_flow64`).
     With float64, ``boxes`` None means a priori boxes built from the factors ``apriori[j][s]``
-    (``lohner64.apriori64``; an entry None is chosen and stored). Raises ReplayError naming the
-    piece, step and set.
+    (``lohner64.apriori64``; an entry None is chosen and stored). ``doubleton``: the sets are
+    doubletons (proofs/bounds.md#doubleton). Raises ReplayError naming the piece, step and set.
     Guarantee: encloses (proofs/checker_soundness.md#taylor-lohner, #float-intervals)."""
     if orders is None:
         orders = [[m] * len(s) for s in steps]
@@ -171,8 +183,9 @@ def replay_flow(
             raise ReplayError("float64 arithmetic needs 53 bits and float64 forms of every node")
         from .lohner64 import replay_flow64  # numpy: only for this arithmetic
 
-        return replay_flow64(field, pieces, starts, steps, boxes, K, orders, times, apriori)
-    sets = [LohnerSet.box([a for a, _ in s], [b for _, b in s]) for s in starts]
+        return replay_flow64(field, pieces, starts, steps, boxes, K, orders, times, apriori,
+                             doubleton)  # fmt: skip
+    sets = [LohnerSet.box([a for a, _ in s], [b for _, b in s], doubleton) for s in starts]
     out, t, pending = [], fmpq(0), list(times)
     for j, (duration, params) in enumerate(pieces):
         if sum(steps[j], fmpq(0)) != duration or not all(h > 0 for h in steps[j]):

@@ -2,7 +2,8 @@
 
 The step of :func:`certified.checker.lohner.lohner_step` (proofs/bounds.md#lohner, #picard,
 #taylor-step, #variational), batched: a set is ``x^ + C r`` with ``x^`` (sets, d) and ``C``
-(sets, d, d) doubles (exact), ``r`` an :class:`~certified.checker.ivec.Iv` (sets, d). Matrix
+(sets, d, d) doubles (exact), ``r`` an :class:`~certified.checker.ivec.Iv` (sets, d); a doubleton
+(``hints.doubleton``) adds ``M u``, M (sets, d, d) doubles, u in the initial box's U. Matrix
 products are sums of ``ivec`` products taken one index at a time (no BLAS); the inverse of the
 new basis ``C'`` is enclosed by ``C'^T`` plus a Neumann bound (proofs/checker_soundness.md
 #float-intervals). Used by rule taylor-lohner at 53 bits when every operation of the field has
@@ -75,25 +76,30 @@ def _inverse(C: np.ndarray) -> Iv:
 
 
 class Sets:
-    """``centre + C r`` for n sets at once."""
+    """``centre + C r`` (and ``+ M u``, u in U, for doubletons) for n sets at once."""
 
-    __slots__ = ("C", "centre", "r")
+    __slots__ = ("C", "M", "U", "centre", "r")
 
-    def __init__(self, centre: np.ndarray, C: np.ndarray, r: Iv) -> None:
-        self.centre, self.C, self.r = centre, C, r
+    def __init__(self, centre: np.ndarray, C: np.ndarray, r: Iv, M=None, U=None) -> None:
+        self.centre, self.C, self.r, self.M, self.U = centre, C, r, M, U
 
     @classmethod
-    def boxes(cls, starts: list[list[tuple[fmpq, fmpq]]]) -> Sets:
+    def boxes(cls, starts: list[list[tuple[fmpq, fmpq]]], doubleton: bool = False) -> Sets:
         n, d = len(starts), len(starts[0])
         lo = from_fmpq([a for s in starts for a, _ in s]).lo.reshape(n, d)
         hi = from_fmpq([b for s in starts for _, b in s]).hi.reshape(n, d)
         centre = lo + (hi - lo) / 2  # any doubles: r absorbs the difference
-        r = Iv(lo, hi) - _point(centre)
-        return cls(centre, np.broadcast_to(np.eye(d), (n, d, d)).copy(), r)
+        r, eye = Iv(lo, hi) - _point(centre), np.broadcast_to(np.eye(d), (n, d, d)).copy()
+        if doubleton:  # the box as M U with M = I, U fixed; r = 0 gathers the errors
+            return cls(centre, eye, Iv.zeros((n, d)), eye.copy(), r)
+        return cls(centre, eye, r)
 
     def hull(self, with_centre: bool = False) -> Iv:
         r = self.r.union_zero() if with_centre else self.r
-        return _point(self.centre) + _matvec(self.C, r)
+        out = _point(self.centre) + _matvec(self.C, r)
+        if self.M is not None:
+            out = out + _matvec(self.M, self.U.union_zero() if with_centre else self.U)
+        return out
 
 
 def lohner_step64(prog: Program, params: Iv, S: Sets, h: fmpq, B: Iv, K: int, m: int,
@@ -131,6 +137,11 @@ def lohner_step64(prog: Program, params: Iv, S: Sets, h: fmpq, B: Iv, K: int, m:
     A = (J[:, :, :, None].scale(S.C[:, None, :, :])).sum(axis=2)  # J C, C exact
     centre = S.centre + (inc.lo + inc.hi) / 2  # any doubles
     z = (_point(S.centre) - _point(centre)) + inc
+    M = None
+    if S.M is not None:  # doubleton: J M u in M' u + (J M - M') U, M' = mid(J M)
+        AM = (J[:, :, :, None].scale(S.M[:, None, :, :])).sum(axis=2)
+        M = (AM.lo + AM.hi) / 2  # any doubles
+        z = z + _imatvec(AM - _point(M), S.U)
     Am = (A.lo + A.hi) / 2
     size = (Am * Am).sum(axis=1) * (S.r.hi - S.r.lo)  # a heuristic order only
     order = np.argsort(-size, axis=1, kind="stable")
@@ -144,7 +155,7 @@ def lohner_step64(prog: Program, params: Iv, S: Sets, h: fmpq, B: Iv, K: int, m:
     r = _imatvec(_imatmul(Ci, A), S.r) + _imatvec(Ci, z)
     if out is not None:
         out["L"] = L
-    return Sets(centre, C, r)
+    return Sets(centre, C, r, M, S.U)
 
 
 def apriori64(prog: Program, params: Iv, S: Sets, hb: Iv, rho: float) -> Iv:
@@ -167,21 +178,23 @@ MAX_FAILED_TRIES = 16  # plus a quarter of the steps: the failed tries of a fact
 _RHOS = [2.0**k for k in range(-8, 7)]  # the factors the producer tries (hints.apriori)
 
 
-def replay_flow64(field, pieces, starts, steps, boxes, K: int, orders, times, apriori) -> list:
+def replay_flow64(field, pieces, starts, steps, boxes, K: int, orders, times, apriori,
+                  doubleton: bool = False) -> list:  # fmt: skip
     """As :func:`certified.checker.lohner.replay_flow`, for all sets at once in float64
     intervals; the enclosures are returned as arb balls. The a priori boxes are ``boxes`` or,
     when it is None, built from ``apriori[j][s]`` (:func:`apriori64`); an entry None is chosen
-    (the smallest factor of ``_RHOS`` from the last one on that passes) and stored. Raises
+    (the smallest factor of ``_RHOS`` from the last one on that passes) and stored; with
+    ``doubleton`` the sets are doubletons (proofs/bounds.md#doubleton). Raises
     ReplayError naming the piece, step and set.
     Guarantee: encloses (proofs/checker_soundness.md#float-intervals)."""
     check_fpu()
     with np.errstate(all="ignore"):  # non-finite values are rejected by the checks, not warned
-        return _replay(field, pieces, starts, steps, boxes, K, orders, times, apriori)
+        return _replay(field, pieces, starts, steps, boxes, K, orders, times, apriori, doubleton)
 
 
-def _replay(field, pieces, starts, steps, boxes, K: int, orders, times, apriori) -> list:
+def _replay(field, pieces, starts, steps, boxes, K: int, orders, times, apriori, dbl) -> list:
     prog = Program(field)
-    S = Sets.boxes(starts)
+    S = Sets.boxes(starts, dbl)
     fails = [MAX_FAILED_TRIES + sum(len(s) for s in steps) // 4]  # failed tries left (search)
     n, d = S.centre.shape
     out, t, pending = [], fmpq(0), list(times)
