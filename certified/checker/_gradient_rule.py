@@ -90,7 +90,7 @@ def replay_gradient(instance: Any, hints: Any, budget: list[int]) -> tuple:
     elif prior == "apriori":
         raise Rejected("hints.apriori: only with hints.arithmetic float64 (else hints.boxes)")
     else:
-        budget[0] -= sensitivity_cost(field, n, total, K, m, prec)
+        budget[0] -= sensitivity_cost(field, n, total, K, m, prec, loss)
     if budget[0] < 0:
         raise Rejected(f"resource limit: the replay needs more than {MAX_TAYLOR_OPS} operations")
     boxes, apriori = a_priori_hints(hints, prior, arithmetic, steps, n, d)
@@ -138,7 +138,7 @@ def replay_relu(field, pieces, points, targets, eps, loss, hints, budget: list[i
         try:
             prior, K, m, prec, steps, _ = lohner_hints(sub, L, "taylor-lohner-c1", ())
             total = sum(len(s) for s in steps)
-            budget[0] -= sensitivity_cost(field, 1, total, K, m, prec) + total * L * d * p
+            budget[0] -= sensitivity_cost(field, 1, total, K, m, prec, loss) + total * L * d * p
             if budget[0] < 0:
                 raise Rejected(
                     f"resource limit: the replay needs more than {MAX_TAYLOR_OPS} operations"

@@ -14,6 +14,7 @@ from typing import Any
 
 import flint
 
+from . import _parse
 from ._lipschitz_rule import _gram_gap, _jacobian, _pd, norm_bounds
 from ._parse import Rejected, exact, fields, matrix, positive, small_integer, string, vector
 
@@ -120,11 +121,21 @@ def _contract(token: list, R2: Any) -> list:
     return out
 
 
-def _leaves(tree: Any, R: Any, nd: int):
-    """Yield the leaf boxes of the split sequence in preorder (stack of pending boxes)."""
+def _spend(budget: list, units: int, bits: int, where: str) -> None:
+    """Charge, before it is done, exact work of ``units`` operations on ``bits``-bit numbers
+    (three ball operations each) to the rule's budget (``budget[0]`` ball operations left)."""
+    budget[0] -= 3 * units * _parse.words(bits)
+    if budget[0] < 0:
+        raise Rejected(f"resource limit: {where}: beyond {MAX_DOMAIN_COST} ball operations")
+
+
+def _leaves(tree: Any, R: Any, nd: int, budget: list):
+    """Yield the leaf boxes of the split sequence in preorder (stack of pending boxes), with
+    their depths; each split (two copies of the box, one midpoint of height at most that of R
+    plus the depth) is charged to ``budget`` before it is done."""
     if not isinstance(tree, list) or not 1 <= len(tree) <= MAX_NODES:
         raise Rejected(f"hints.tree: expected an array of 1 to {MAX_NODES} integers")
-    stack, pos = [([(-R, R)] * nd, 0)], 0
+    stack, pos, hR = [([(-R, R)] * nd, 0)], 0, R.height_bits() + 1
     while stack:
         box, depth = stack.pop()
         if pos >= len(tree):
@@ -132,10 +143,11 @@ def _leaves(tree: Any, R: Any, nd: int):
         s = small_integer(tree[pos], f"hints.tree[{pos}]", -1, nd - 1)
         pos += 1
         if s < 0:
-            yield box
+            yield box, depth
             continue
         if depth >= MAX_DEPTH:
             raise Rejected(f"hints.tree: deeper than {MAX_DEPTH} splits")
+        _spend(budget, 2 + nd // 16, hR + depth, f"hints.tree[{pos - 1}]")
         lo, hi = box[s]
         mid = (lo + hi) / 2
         left, right = list(box), list(box)
@@ -165,10 +177,12 @@ def check_lipschitz_domain_v1(instance: Any, claim: Any, hints: Any) -> str:
     opt = ("upper",) if isinstance(hints, dict) and "upper" in hints and not refuted else ()
     h = fields(hints, "hints", ("precision", "norms", *opt, *(() if refuted else TREE)))
     prec, nd = small_integer(h["precision"], "hints.precision", 53, 4096), n * d
-    KtQ = [[sum(K[r][a] * Q[r][b] for r in range(k)) for b in range(d)] for a in range(d)]
+    Kt = [list(col) for col in zip(*K, strict=True)]
+    KtQ = _parse.exact_product(Kt, Q, "instance: K^T Q").tolist()
+    squares = lambda x, at: _parse.exact_sum([t * t for t in x], at)  # noqa: E731
     if refuted:
         X, v = matrix(c["X"], "claim.X", n, d), vector(c["vector"], "claim.vector", nd)
-        if any(sum(t * t for t in x) > R * R for x in X) or all(t == 0 for t in v):
+        if any(squares(x, "claim.X") > R * R for x in X) or all(t == 0 for t in v):
             raise Rejected("claim: need X in (B_R)^n and a nonzero vector")
         if nd**2 * (1 + prec // 64) > MAX_DOMAIN_COST:
             raise Rejected("resource limit: (nd)^2 (1 + precision / 64) is too large")
@@ -177,7 +191,8 @@ def check_lipschitz_domain_v1(instance: Any, claim: Any, hints: Any) -> str:
         if not isinstance(bounds, list) or not isinstance(h["tree"], list):
             raise Rejected("hints: tree and bounds must be arrays")
         kept = sum(b != "drop" for b in bounds)
-        if kept * nd**3 * (1 + prec // 64) > MAX_DOMAIN_COST:  # charged before any work
+        budget = [MAX_DOMAIN_COST - kept * nd**3 * (1 + prec // 64)]  # charged before any work
+        if budget[0] < 0:
             raise Rejected("resource limit: kept leaves * (nd)^3 * (1 + precision / 64)")
     with flint.ctx.workprec(prec):
         nv, nm = norm_bounds(h["norms"], V, KtQ, refuted)
@@ -192,14 +207,15 @@ def check_lipschitz_domain_v1(instance: Any, claim: Any, hints: Any) -> str:
         if refuted:
             Jv = _jacobian(A, Va, flint.arb_mat(X)) * flint.arb_mat([[t] for t in v])
             num = sum((Jv[r, 0] * Jv[r, 0] for r in range(nd)), flint.arb(0))
-            ratio = (num / flint.arb(sum(t * t for t in v))).sqrt()
+            ratio = (num / flint.arb(squares(v, "claim.vector"))).sqrt()
             if not (ratio >= flint.arb(lhs) and RHS <= flint.arb(rhs)):
                 raise Rejected("claim: ‖Df(X)v‖/‖v‖ >= lhs_lower or RHS <= rhs_upper not certified")
             return f"{hyp} REFUTED on (B_R)^n: n = {n}, d = {d}, ‖Df(X)‖₂ >= {lhs}"
         if not RHS >= flint.arb(rhs):
             raise Rejected("claim: factor * RHS >= rhs_lower not certified")
         if opt:  # ‖V‖₂ <= uV, ‖KᵀQ‖₂ <= uM (exact LDLᵀ of s²I − MᵀM), for "structure" leaves
-            u = fields(h["upper"], "hints.upper", ("V", "KtQ"))
+            u = fields(h["upper"], "hints.upper", ("V", "KtQ"))  # two exact eliminations:
+            _parse.charge(2 * (d**3 // 3 + d), d * (4 * _parse.top() + 16), "hints.upper")
             uV, uM = (exact(u[m], f"hints.upper.{m}") for m in ("V", "KtQ"))
             ok = all(
                 t >= 0 and _pd(_gram_gap(flint.fmpq_mat(M), t * t)) for t, M in ((uV, V), (uM, KtQ))
@@ -207,10 +223,13 @@ def check_lipschitz_domain_v1(instance: Any, claim: Any, hints: Any) -> str:
             if not ok:
                 raise Rejected("hints.upper: not certified >= the spectral norms of V and KtQ")
         count = 0
-        for box in _leaves(h["tree"], R, nd):
+        hR = R.height_bits() + 1
+        for box, depth in _leaves(h["tree"], R, nd, budget):
             if count >= len(bounds):
                 raise Rejected("hints.bounds: fewer entries than leaves")
             b, where, count = bounds[count], f"hints.bounds[{count}]", count + 1
+            # the exact tests of _dropped or _contract: 6 nd operations on squares of the ends
+            _spend(budget, 6 * nd, 2 * (hR + depth) + nd.bit_length(), where)
             if b == "drop":
                 if not _dropped(box, R * R, n, d):
                     raise Rejected(f"{where}: 'drop', but the leaf meets the fundamental domain")

@@ -99,6 +99,33 @@ def exact_sum(values: list, what: str) -> flint.fmpq:
     return total
 
 
+def common_bits(values: list) -> int:
+    """A bound on the height (bits) of every sum of the exact ``values`` and of their integer
+    multiples' sums, numerators scaled to a common denominator: the largest height plus the bits
+    of a common denominator (the largest power of two dividing one, plus each distinct odd part).
+    Dyadics and repeated denominators stay small; coprime giant denominators add up."""
+    odd, two, height = set(), 0, 0
+    for v in values:
+        q = int(v.q)
+        low = (q & -q).bit_length() - 1
+        two, height = max(two, low), max(height, v.height_bits())
+        if q >> low > 1:
+            odd.add(q >> low)
+    return height + two + sum(o.bit_length() for o in odd)
+
+
+def exact_product(A: list, B: list, what: str) -> flint.fmpq_mat:
+    """The exact product of the rows ``A`` (r x k) and ``B`` (k x c) of exact numbers, charged
+    before it is done: r k c / 16 operations (python-flint's fmpq_mat products, in C) and the
+    r c entries, on numbers of at most the rows' common height plus the columns' (format.md
+    "Bounds of a check"); scanning the heights costs r k + k c operations."""
+    r, k, c = len(A), len(B), len(B[0])
+    charge(r * k + k * c, top(), what)
+    bits = max(map(common_bits, A)) + max(map(common_bits, zip(*B, strict=True))) + k.bit_length()
+    charge(r * k * c // 16 + r * c, bits, what)
+    return flint.fmpq_mat(A) * flint.fmpq_mat(B)
+
+
 # --- exact numbers ----------------------------------------------------------------------------
 
 _INTEGER = re.compile(r"-?(0|[1-9][0-9]*)", re.ASCII)

@@ -16,12 +16,15 @@ from ._parse import (
     Rejected,
     array,
     box_rows,
+    charge,
     exact,
+    exact_product,
     fields,
     matrix,
     show,
     small_integer,
     string,
+    top,
     vector,
 )
 
@@ -95,13 +98,16 @@ def _attention(obj: dict, where: str, d: int, n: int, prenorm: bool) -> tuple:
         Q = matrix(h["Q"], f"{hw}.Q", None, d)
         K = matrix(h["K"], f"{hw}.K", len(Q), d)
         V = matrix(h["V"], f"{hw}.V", None, d)
-        G = _matq(V)
-        if "W" in h:
-            G = _matq(matrix(h["W"], f"{hw}.W", d, len(V))) * G
-        elif len(V) != d:
+        if "W" not in h and len(V) != d:
             raise Rejected(f"{hw}.V: without W it must be d x d")
-        A = _matq(K).transpose() * _matq(Q) * scale  # score of x_j at query x_i: x_iᵀ A x_j
-        blocks.append((A, G * step))
+        # exact products, charged before: s Kᵀ Q (k d + d² k) and h W V (d_v d + d² d_v)
+        charge(len(Q) * d + len(V) * d, 2 * top(), hw)
+        Q = [[x * scale for x in r] for r in Q]
+        V = [[x * step for x in r] for r in V]
+        # score of x_j at query x_i: x_iᵀ A x_j
+        A = exact_product([list(c) for c in zip(*K, strict=True)], Q, f"{hw}: K^T Q")
+        W = matrix(h["W"], f"{hw}.W", d, len(V)) if "W" in h else None
+        blocks.append((A, _matq(V) if W is None else exact_product(W, V, f"{hw}: W V")))
     return ("attention", blocks, mask, residual, _norm(obj, where, d))
 
 
@@ -116,6 +122,7 @@ def _mlp(obj: dict, where: str, d: int, prenorm: bool) -> tuple:
     act = string(obj["activation"], f"{where}.activation", ("relu", "tanh", "gelu"))
     step = _pos(obj.get("step", 1), f"{where}.step")
     residual = _flag(obj.get("residual", 1), f"{where}.residual")
+    charge(d * p + d, 2 * top(), where)  # h W2, h b2 (exact)
     return ("mlp", _matq(W1), b1, _matq(W2) * step, [b * step for b in b2], act, residual,
             _norm(obj, where, d))  # fmt: skip
 
@@ -182,7 +189,7 @@ def _normalise(norm: tuple, X: flint.arb_mat, what: str) -> flint.arb_mat:
     > 0."""
     gamma, beta, eps = norm
     n, d = X.nrows(), X.ncols()
-    rows = []
+    gamma, beta, rows = [flint.arb(g) for g in gamma], [flint.arb(b) for b in beta], []
     for i in range(n):
         x = [X[i, a] for a in range(d)]
         mean = sum(x, flint.arb(0)) / d
@@ -191,9 +198,7 @@ def _normalise(norm: tuple, X: flint.arb_mat, what: str) -> flint.arb_mat:
         if not var > 0:
             raise Rejected(f"{what}: the layer norm's variance of token {i} is not > 0")
         r = var.rsqrt()
-        rows.append(
-            [ca * r * flint.arb(g) + flint.arb(b) for ca, g, b in zip(c, gamma, beta, strict=True)]
-        )
+        rows.append([ca * r * g + b for ca, g, b in zip(c, gamma, beta, strict=True)])
     return flint.arb_mat(rows)
 
 
@@ -276,7 +281,9 @@ def _check_stack(instance: Any, claim: Any, hints: Any, prenorm: bool) -> str:
         raise Rejected(f"instance.tokens: {len(tokens[0])} coordinates, the model has d = {d}")
     prec = small_integer(hints["prec"], "hints.prec", 53, 4096)
     if cost * (1 + prec // 64) > MAX_STACK_COST:
-        raise Rejected("the replay would exceed the cost limit (tokens, layers, precision)")
+        raise Rejected(
+            "resource limit: the replay would exceed the cost limit (tokens, layers, precision)"
+        )
     L = len(layers)
     inner = array(hints["layers"], "hints.layers", L - 1, 0)
     boxes = [box_rows(b, f"hints.layers[{k}]", n, d) for k, b in enumerate(inner)]

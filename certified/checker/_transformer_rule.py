@@ -18,15 +18,18 @@ from ._parse import Rejected, array, box_rows, exact, fields, matrix, small_inte
 _ZERO = flint.fmpq(0)
 
 
-def _height(rows: list) -> int:
-    """The largest height (bits) of the exact numbers of rows of (lo, hi) pairs."""
-    return max((q.height_bits() for row in rows for pair in row for q in pair), default=0)
+def _bits(rows: list) -> int:
+    """A bound on the height of every sum of products of two differences of the exact numbers
+    of ``rows`` of (lo, hi) pairs (``_parse.common_bits``), charged: one operation a number."""
+    ends = [q for row in rows for pair in row for q in pair]
+    _parse.charge(len(ends), _parse.top(), "the heights")
+    return 2 * _parse.common_bits(ends) + len(ends).bit_length() + 2
 
 
 def _diameter_sq(boxes: list, n: int, d: int) -> tuple[flint.fmpq, flint.fmpq]:
     """(lower, upper) on max_{i<j} |x_i - x_j|^2 for x_i in the box of token i (exact)."""
     tok = [boxes[i * d : (i + 1) * d] for i in range(n)]
-    _parse.charge(6 * d * (n * (n - 1) // 2), _height([boxes]), "the token cloud's diameter")
+    _parse.charge(6 * d * (n * (n - 1) // 2), _bits([boxes]), "the token cloud's diameter")
     lower = upper = _ZERO
     for i in range(n):
         for j in range(i + 1, n):
@@ -59,7 +62,8 @@ def check_transformer_cluster_v1(instance: Any, claim: Any, hints: Any) -> str:
     bound = exact(claim["diameter_squared"], "claim.diameter_squared")
     if verdict == "VERIFIED":
         u = vector(claim["witness"], "claim.witness", d)
-        _parse.charge(2 * n * d, max(q.height_bits() for q in (*u, *start)), "claim.witness")
+        bits = _parse.common_bits(u) + _parse.common_bits(start) + d.bit_length()
+        _parse.charge(2 * n * d, bits, "claim.witness")  # n sums of d products
         for i in range(n):
             dot = sum((a * b for a, b in zip(u, start[i * d : (i + 1) * d], strict=True)), _ZERO)
             if not dot > 0:
@@ -118,7 +122,8 @@ def check_transformer_match_v1(instance: Any, claim: Any, hints: Any) -> str:
         if any(not v > 0 for v in w) or _parse.exact_sum(w, f"instance.weights[{g}]") != 1:
             raise Rejected(f"instance.weights[{g}]: must be positive and sum to 1")
         rows = [*final[start : start + n], list(zip(targets[g], targets[g], strict=True))]
-        _parse.charge(6 * n * d, _height(rows) + max(v.height_bits() for v in w), f"measure {g}")
+        bits = _bits(rows) + _parse.common_bits(w) + n.bit_length()
+        _parse.charge(6 * n * d, bits, f"measure {g}")  # a sum of n weights times sums of d
         up = _ZERO
         for i in range(n):
             up += w[i] * sum((max((lo - y) ** 2, (hi - y) ** 2)

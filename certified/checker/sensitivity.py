@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from flint import arb, arb_mat, fmpq
 
+from ._parse import charge, common_bits, exact_sum, top
 from .lohner import LohnerSet, lohner_step
 from .taylor import ExpressionField, ReplayError, field_jets
 
@@ -76,6 +77,12 @@ def relu_sign_failure(d: int, p: int, theta, pattern, box) -> int | None:
     negative (s_k = 0) over the exact box B (d pairs), in exact rational interval arithmetic;
     None when every sign is certified. ``theta``: exact parameters in :func:`relu_field`'s order.
     Guarantee: exact (proofs/training.md#relu)."""
+    # charged before: 4 p d + p exact operations on sums whose common denominator divides that
+    # of A and b times that of the box (the scan of the heights: p d + 2 d operations)
+    ends = [x for pair in box for x in pair]
+    charge(p * d + 2 * d, top(), "an a priori box's signs")
+    bits = common_bits(theta[d * p :]) + common_bits(ends) + (d + 1).bit_length()
+    charge(4 * p * d + p, bits, "an a priori box's signs")
     for k in range(p):
         lo = hi = theta[2 * d * p + k]
         for i, (xl, xh) in enumerate(box):
@@ -114,13 +121,17 @@ def step_jacobian(aug: ExpressionField, d: int, X: list[arb], theta: list[arb], 
     return arb_mat([r[:d] for r in J]), arb_mat([r[d:] for r in J])
 
 
-def sensitivity_cost(field: ExpressionField, n: int, steps: int, K: int, m: int, prec: int) -> int:
+def sensitivity_cost(field: ExpressionField, n: int, steps: int, K: int, m: int, prec: int,
+                     loss: ExpressionField | None = None) -> int:  # fmt: skip
     """Estimated arb operations of :func:`replay_sensitivities` (proofs/format.md section 10;
-    the augmented duals' share fitted on d = p = 2 and d = p = 8 tanh fields, 53 bits)."""
+    the augmented duals' share fitted on d = p = 2 and d = p = 8 tanh fields, 53 bits) and of
+    the per-point ``loss`` of :func:`loss_and_gradient` (its graph's order-1 duals in 2d + 1
+    parts at every point)."""
     d, P = field.dimension, len(field.names)
     aug = field.cost * (d + P + 1) * m * m // 6
     per = field.cost * (K * K + 3 * (d + 1) * m * m) + aug + 20 * d**3 + 2 * d * d * P
-    return n * steps * per * (1 + prec // 256)
+    at_point = 0 if loss is None else loss.cost * (2 * d + 1)
+    return n * (steps * per + at_point) * (1 + prec // 256)
 
 
 def replay_sensitivities(field: ExpressionField, pieces, points, steps, boxes, K: int, m: int,
@@ -177,7 +188,9 @@ def loss_and_gradient(finals, mats, targets, pieces, eps: fmpq, loss=None):
             g = S.transpose() * p
             grads[j] = [a + g[k, 0] for k, a in enumerate(grads[j])]
             p = M.transpose() * p
-    reg = sum((h * sum((v * v for v in theta), fmpq(0)) for h, theta in pieces), fmpq(0))
+    count = sum(len(theta) for _, theta in pieces)  # charged before: 4 products a parameter
+    charge(4 * count, 3 * top(), "the regulariser")
+    reg = exact_sum([h * v * v for h, theta in pieces for v in theta], "the regulariser")
     out = [[g + arb(eps * h * v) for g, v in zip(grads[j], theta, strict=True)]
            for j, (h, theta) in enumerate(pieces)]  # fmt: skip
     return data / n + arb(eps * reg / 2), out

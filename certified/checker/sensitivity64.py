@@ -18,6 +18,7 @@ import flint
 import numpy as np
 from flint import arb, fmpq
 
+from ._parse import charge, exact_sum, top
 from .ivec import Iv, check_fpu, from_arb, from_fmpq, matmul
 from .jets64 import Program, jets64
 from .lohner64 import MAX_FAILED_TRIES, Sets, apriori64, lohner_step64
@@ -304,7 +305,9 @@ def loss_and_gradient64(finals: Iv, mats, targets, pieces, eps: fmpq) -> tuple:
             h, theta = pieces[j]
             reg = from_fmpq([eps * h * v for v in theta])
             grads[j] = g + Iv(reg.lo, reg.hi)
-        total = sum((h * sum((v * v for v in th), fmpq(0)) for h, th in pieces), fmpq(0))
+        count = sum(len(th) for _, th in pieces)  # charged before: 4 products a parameter
+        charge(4 * count, 3 * top(), "the regulariser")
+        total = exact_sum([h * v * v for h, th in pieces for v in th], "the regulariser")
         loss = loss + from_fmpq([eps * total / 2])
         if not (loss.finite() and all(g.finite() for g in grads)):
             raise ReplayError("the loss or its gradient overflows")
