@@ -20,7 +20,8 @@ from .lohner import MAX_TAYLOR_OPS, SUPPORTED, replay_cost, replay_flow, support
 from .taylor import ReplayError, parse_field
 
 ARITHMETIC = ("arb", "float64")  # hints.arithmetic: how the replay computes (default arb)
-OPTIONAL = ("jacobian_orders", "arithmetic", "doubleton", "partition")
+SETS = ("lohner", "doubleton")  # hints.sets: x + C r (default) or x + M u + C r (#doubleton)
+OPTIONAL = ("jacobian_orders", "arithmetic", "sets", "partition")
 
 
 def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
@@ -48,9 +49,8 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
     prior, K, m, prec, steps, arithmetic = lohner_hints(
         hints, len(pieces), "taylor-lohner", OPTIONAL
     )
-    owner, split, doubleton = range(n), "partition" in hints, hints.get("doubleton", False)
-    if doubleton is not True and "doubleton" in hints:
-        raise Rejected("hints.doubleton: expected true (doubleton sets) or no such field")
+    owner, split = range(n), "partition" in hints
+    doubleton = _parse.string(hints.get("sets", "lohner"), "hints.sets", SETS) == "doubleton"
     if split and start != "boxes":
         raise Rejected("hints.partition: only with instance.boxes")
     if split:  # boxes split into sub-boxes (exact bisection trees): the leaves are replayed
