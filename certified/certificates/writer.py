@@ -66,6 +66,8 @@ def _dump(value: Any, indent: str, out: list[str]) -> None:
             _dump(item, inner, out)
             out.append(",\n" if k < len(value) - 1 else "\n")
         out.append(indent + "]")
+    elif value is None:  # the leaves of partition trees (hints.partition)
+        out.append("null")
     elif isinstance(value, list) and all(type(v) is str or type(v) is int for v in value):
         out.append(json.dumps(value, ensure_ascii=True))  # "[a, b]": as the loop below writes
     elif isinstance(value, list):
