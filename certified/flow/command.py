@@ -102,6 +102,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write the enclosures at every saved time: .csv (t, set, lo_0, hi_0, ...), "
         ".npz (lo, hi, times) or .json; bounds rounded outward",
     )
+    parser.add_argument(
+        "--max-splits",
+        type=int,
+        help="boxes: at most this many bisections per file (default 64); boxes of smooth "
+        "fields are split where their enclosure grows past 1.5x its linear part, and each box's "
+        "enclosure is the hull of its sub-boxes' (the certificate carries the partition)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
@@ -161,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--out, --no-certificate: a certificate or none; give one of them")
     if args.enclosures is not None:
         check_enclosures_path(args.enclosures)
+    if args.max_splits is not None and not 0 <= args.max_splits <= 100_000:
+        raise InputError(f"--max-splits: {args.max_splits} is not in [0, 100000]")
     if args.field is not None or args.save_at is not None:
         return _run_field(args, t0)
     schedule = Schedule.from_json(args.schedule)
@@ -390,6 +399,12 @@ def _run_field(args, t0: float, schedule=None) -> int:
     start, n = _read_start(args, problem.dimension, "field")
     what = "boxes" if args.boxes is not None else "points"
     source = args.boxes if args.boxes is not None else args.points
+    if what == "boxes" and not ts and args.prec in (None, 53):  # doubletons, split (issue 18)
+        from certified.checker.lohner import supported
+        from certified.flow.taylor.boxes import run_smooth_boxes
+
+        if supported(problem.field.expression):
+            return run_smooth_boxes(args, problem, start, n, source, t0)
     progress = Progress("flow")
     with progress.stage(f"enclosing the flow of {n} {what}"):
         result = enclose_flow(problem, start, save_at=save_at, prec=args.prec)

@@ -1,0 +1,432 @@
+"""Boxes of smooth flows (tanh, sigmoid, any expression field) as doubletons, split adaptively
+(issue 18 item 3, smooth side).
+
+A box is carried as the doubleton ``x^ + M u + C r`` (proofs/bounds.md#doubleton): u ranges over
+the initial box's radii and never changes, M follows ``DPhi`` at the centre, and only the
+errors of each step (the spread of the variational enclosure J over the set, the Taylor
+remainder) go into the QR-Lohner part ``C r``. The image of the box itself is therefore not
+wrapped: in the linear regime the hull is within ~1.2x of the true image's, where the plain
+Lohner set ``x^ + C r`` is ~5x (issue 18, tanh, d = 8, T = 4). What remains is the mean value
+form's error, quadratic in the box's width; where it makes a sub-box's enclosure wider than
+``ratio`` times its linear part ``|M| rad(U)``, the sub-box is bisected (across the input axis
+that contributes most to the image) while the budget ``max_splits`` lasts, worst first.
+
+Untrusted: the steps come from the engine run on the centres, each sub-box is advanced by the
+checker's own float64 step (:func:`certified.checker.lohner64.lohner_step64`), and the claims
+are the checker's replay of the final sub-boxes; the certificate carries ``hints.partition``
+(certified/checker/_partition.py) and ``hints.sets`` "doubleton". A box whose sub-boxes still fail
+(the a priori enclosure or the new basis) is named with the failing sub-box and the reason,
+and left out of the certificate; the others come back.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from certified.arith import Interval
+
+__all__ = [
+    "DEFAULT_MAX_SPLITS",
+    "SmoothBoxes",
+    "box_hulls",
+    "run_smooth_boxes",
+    "smooth_box_certificate",
+    "split_smooth_boxes",
+]
+
+DEFAULT_MAX_SPLITS = 64  # bisections per file (certified flow --max-splits)
+JACOBIAN_ORDER = 6  # the variational order of every step (below 6 its remainder over the a priori
+# box dominates the spread of J on the issue-18 tanh boxes; above, no gain)
+RATIO = 1.5  # split a sub-box whose width exceeds RATIO times its linear part's
+
+
+@dataclass(eq=False)
+class _Leaf:
+    box: int  # input box
+    lo: np.ndarray
+    hi: np.ndarray
+    path: tuple = ()  # ((axis, cut, side), ...) from the input box; side 0 left, 1 right
+    enc: tuple = (None, None)  # enclosure at the final time (lo, hi), None if failed
+    linear: float = np.inf  # max width of the linear part |M| rad(U) (2x)
+    weights: np.ndarray | None = None  # per input axis: its share of the image's width
+    why: str = ""  # the failure, if any
+
+
+@dataclass
+class SmoothBoxes:
+    """The outcome per input box: its leaves (preorder), their enclosures at the final time,
+    the flat bisection tree; ``failed``: input box -> message naming the sub-box and reason."""
+
+    lo: np.ndarray  # (n_leaves, d) doubles, leaves of the boxes that came back
+    hi: np.ndarray
+    owner: np.ndarray  # (n_leaves,) index of the input box
+    enc_lo: np.ndarray  # (n_leaves, d) float enclosures at the final time (checker's step)
+    enc_hi: np.ndarray
+    trees: dict = field(default_factory=dict)  # input box -> flat tree
+    failed: dict = field(default_factory=dict)
+    steps: list = field(default_factory=list)  # per piece, exact step lengths
+    order: int = 20
+    splits: int = 0
+    linear: np.ndarray | None = None  # (n_leaves,) max width of each leaf's linear part
+
+    def ratio(self, i: int) -> float:
+        """The largest ratio, over box i's leaves, of the enclosure's width to its linear
+        part's (1: no wrapping, no nonlinear error)."""
+        sel = self.owner == i
+        widths = np.max(self.enc_hi[sel] - self.enc_lo[sel], axis=1)
+        return float(np.max(widths / np.maximum(self.linear[sel], 1e-300)))
+
+
+def _plan(problem, lo: np.ndarray, hi: np.ndarray):
+    """The step lengths and Taylor order of the engine run on the boxes' centres."""
+    from certified.flow.api import enclose_flow
+
+    res = enclose_flow(problem, 0.5 * lo + 0.5 * hi)
+    if res.status.value != "success":
+        raise _PlanError(res.message)
+    return res.hints["steps"], res.hints["order"]
+
+
+class _PlanError(Exception):
+    pass
+
+
+def _advance(problem, leaves: list[_Leaf], steps, K: int) -> None:
+    """Advance the leaves by the checker's float64 doubleton step; a leaf whose step fails at
+    every a priori factor (or whose basis is singular) gets ``why`` and no enclosure."""
+    from flint import arb, fmpq
+
+    from certified.arith.ball import precision
+    from certified.arith.exact import to_fmpq
+    from certified.checker.ivec import from_arb, from_fmpq
+    from certified.checker.jets64 import Program
+    from certified.checker.lohner64 import Sets, apriori64, lohner_step64
+    from certified.checker.taylor import ReplayError
+
+    if not leaves:
+        return
+    prog = Program(problem.field.expression)
+    starts = [[(to_fmpq(a), to_fmpq(b)) for a, b in zip(x.lo, x.hi, strict=True)] for x in leaves]
+    alive = np.arange(len(leaves))
+    rhos = [2.0**k for k in range(-8, 7)]
+    with precision(53), np.errstate(all="ignore"):
+        S = Sets.boxes(starts, doubleton=True)
+        last = rhos[0]
+        for j, piece in enumerate(problem.pieces):
+            P = from_arb([arb(v) for v in piece.values])
+            for s, h in enumerate(steps[j]):
+                hb = from_fmpq([fmpq(h)])
+                while alive.size:
+                    err = None
+                    for rho in [r for r in rhos if r >= last]:
+                        try:
+                            S2 = lohner_step64(prog, P, S, h, apriori64(prog, P, S, hb, rho), K,
+                                               JACOBIAN_ORDER)  # fmt: skip
+                        except ReplayError as exc:
+                            err = exc
+                            if "Picard" in str(exc):
+                                continue
+                            break
+                        last, err = rho, None
+                        break
+                    if err is None:
+                        S = S2
+                        break
+                    m = re.search(r"set (\d+)", str(err))
+                    q = int(m[1]) if m else 0
+                    leaves[alive[q]].why = f"piece {j}, step {s}: {str(err).split(': ', 1)[-1]}"
+                    keep = np.arange(alive.size) != q
+                    alive = alive[keep]
+                    S = _subset(S, keep)
+                    last = rhos[0]
+        if not alive.size:
+            return
+        H = S.hull()
+        lin = 2 * np.einsum("nij,nj->ni", np.abs(S.M), np.maximum(-S.U.lo, S.U.hi))
+        share = np.abs(S.M).sum(axis=1) * (S.U.hi - S.U.lo)  # (n, d): each input axis
+    for k, q in enumerate(alive):
+        leaf = leaves[q]
+        leaf.enc = (H.lo[k].copy(), H.hi[k].copy())
+        leaf.linear = float(lin[k].max())
+        leaf.weights = share[k]
+        if not (np.isfinite(H.lo[k]).all() and np.isfinite(H.hi[k]).all()):
+            leaf.enc, leaf.why = (None, None), "the enclosure is not finite"
+
+
+def _subset(S, keep):
+    from certified.checker.ivec import Iv
+
+    def sub(x):
+        return None if x is None else Iv(x.lo[keep], x.hi[keep])
+
+    M = None if S.M is None else S.M[keep]
+    return type(S)(S.centre[keep], S.C[keep], sub(S.r), M, sub(S.U))
+
+
+def _width(leaf: _Leaf) -> float:
+    return np.inf if leaf.enc[0] is None else float(np.max(leaf.enc[1] - leaf.enc[0]))
+
+
+def _bad(leaf: _Leaf, ratio: float) -> float:
+    """How far the leaf is from its linear part (inf when it failed; <= ratio: good)."""
+    if leaf.enc[0] is None:
+        return np.inf
+    return _width(leaf) / max(leaf.linear, 1e-300)
+
+
+def _tree(leaves: list[_Leaf], depth: int = 0) -> list:
+    """The flat preorder tree of leaves sharing a path prefix of length ``depth``."""
+    if len(leaves) == 1 and len(leaves[0].path) == depth:
+        return [None]
+    axis, cut, _ = leaves[0].path[depth]
+    left = [x for x in leaves if x.path[depth][2] == 0]
+    right = [x for x in leaves if x.path[depth][2] == 1]
+    return [axis, cut, *_tree(left, depth + 1), *_tree(right, depth + 1)]
+
+
+def _bisect(leaf: _Leaf) -> list[_Leaf] | None:
+    """Two halves across the input axis contributing most to the image (a double strictly
+    inside), or None when the leaf cannot be cut."""
+    w = leaf.weights if leaf.weights is not None else leaf.hi - leaf.lo
+    for axis in np.argsort(-w, kind="stable"):
+        cut = float(0.5 * leaf.lo[axis] + 0.5 * leaf.hi[axis])
+        if leaf.lo[axis] < cut < leaf.hi[axis]:
+            a, b = leaf.hi.copy(), leaf.lo.copy()
+            a[axis], b[axis] = cut, cut
+            return [
+                _Leaf(leaf.box, leaf.lo, a, (*leaf.path, (int(axis), cut, 0))),
+                _Leaf(leaf.box, b, leaf.hi, (*leaf.path, (int(axis), cut, 1))),
+            ]
+    return None
+
+
+def split_smooth_boxes(
+    problem, lo: np.ndarray, hi: np.ndarray, max_splits: int = DEFAULT_MAX_SPLITS,
+    ratio: float = RATIO,
+) -> SmoothBoxes:  # fmt: skip
+    """Sub-boxes of the double boxes ``[lo, hi]`` (n, d) and their enclosures at the final time
+    of ``problem`` (a PiecewiseField), split as the module docstring says.
+
+    Guarantee: none for the splitting (untrusted); each enclosure is the checker's float64
+    doubleton step applied to its leaf (so it contains the leaf's image), and the leaves of each
+    tree cover its box exactly (cuts at doubles strictly inside), as the checker verifies.
+    """
+    lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+    steps, K = _plan(problem, lo, hi)
+    leaves = [_Leaf(i, lo[i].copy(), hi[i].copy()) for i in range(lo.shape[0])]
+    _advance(problem, leaves, steps, K)
+    splits = 0
+    while splits < max_splits:
+        worst = sorted((x for x in leaves if _bad(x, ratio) > ratio), key=lambda x: -_bad(x, ratio))
+        new = []
+        for leaf in worst[: max_splits - splits]:
+            halves = _bisect(leaf)
+            if halves is None:
+                continue
+            leaves.remove(leaf)
+            new += halves
+            splits += 1
+        if not new:
+            break
+        _advance(problem, new, steps, K)
+        leaves += new
+    out = SmoothBoxes(lo=np.zeros((0, lo.shape[1])), hi=np.zeros((0, lo.shape[1])),
+                      owner=np.zeros(0, dtype=int), enc_lo=None, enc_hi=None,
+                      steps=steps, order=K, splits=splits)  # fmt: skip
+    kept = []
+    for i in range(lo.shape[0]):
+        mine = sorted((x for x in leaves if x.box == i), key=lambda x: [s for _, _, s in x.path])
+        bad = [k for k, x in enumerate(mine) if x.enc[0] is None]
+        if bad:
+            x = mine[bad[0]]
+            where = f"sub-box {bad[0]} of {len(mine)} [{_show(x.lo)}, {_show(x.hi)}]"
+            out.failed[i] = f"box {i}, {where}: {x.why or 'failed'}"
+            continue
+        out.trees[i] = _tree(mine)
+        kept += mine
+    if kept:
+        out.lo = np.array([x.lo for x in kept])
+        out.hi = np.array([x.hi for x in kept])
+        out.owner = np.array([x.box for x in kept])
+        out.enc_lo = np.array([x.enc[0] for x in kept])
+        out.enc_hi = np.array([x.enc[1] for x in kept])
+        out.linear = np.array([x.linear for x in kept])
+    return out
+
+
+def _show(v: np.ndarray) -> str:
+    return "(" + ", ".join(f"{x:.6g}" for x in v) + ")"
+
+
+def box_hulls(split: SmoothBoxes) -> dict:
+    """Input box -> (lo, hi): the hull of its leaves' enclosures (floats)."""
+    out = {}
+    for i in split.trees:
+        sel = split.owner == i
+        out[i] = (split.enc_lo[sel].min(axis=0), split.enc_hi[sel].max(axis=0))
+    return out
+
+
+def smooth_box_certificate(problem, lo: np.ndarray, hi: np.ndarray, split: SmoothBoxes) -> dict:
+    """A flow certificate (rule taylor-lohner, doubleton sets, ``hints.partition``) of the
+    input boxes that came back (``split.trees``); the claims are the checker's float64 replay of
+    their leaves, each input box claiming the hull of its leaves' balls, rounded outward.
+
+    Guarantee: none (the checker decides)."""
+    from flint import arb, fmpq
+
+    from certified.arith.ball import precision
+    from certified.arith.exact import to_fmpq
+    from certified.certificates.field_flow import FieldCertificateError
+    from certified.certificates.flow import FORMAT_VERSION, double_strings, exact_number
+    from certified.checker.lohner import replay_flow
+    from certified.checker.taylor import ReplayError
+
+    boxes = sorted(split.trees)
+    if not boxes:
+        raise FieldCertificateError("no box came back: nothing to certify")
+    sel = np.isin(split.owner, boxes)
+    starts = [[(to_fmpq(a), to_fmpq(b)) for a, b in zip(x, y, strict=True)]
+              for x, y in zip(split.lo[sel], split.hi[sel], strict=True)]  # fmt: skip
+    apriori = [[None] * len(s) for s in split.steps]
+    T = problem.total_time
+    with precision(53):
+        pieces = [(p.duration, [arb(v) for v in p.values]) for p in problem.pieces]
+        try:
+            out = replay_flow(problem.field.expression, pieces, starts, split.steps, None,
+                              split.order, JACOBIAN_ORDER, [T], None, "float64", apriori,
+                              True)[0]  # fmt: skip
+        except ReplayError as exc:
+            raise FieldCertificateError(f"the checker's replay rejects a sub-box ({exc})") from None
+        owner = split.owner[sel]
+        lo_ = np.array([[float(arb(b.lower()).lower()) for b in row] for row in out])
+        hi_ = np.array([[float(arb(b.upper()).upper()) for b in row] for row in out])
+    lo_, hi_ = np.nextafter(lo_, -np.inf), np.nextafter(hi_, np.inf)  # outward to doubles
+    claims = np.array([np.stack([lo_[owner == i].min(axis=0), hi_[owner == i].max(axis=0)], -1)
+                       for i in boxes])  # fmt: skip
+    inst = np.stack([np.asarray(lo)[boxes], np.asarray(hi)[boxes]], axis=-1)
+    instance = {**problem.to_json(), "boxes": double_strings(inst), "time": exact_number(T)}
+    instance.pop("sphere", None)
+    instance["pieces"] = [
+        {"duration": exact_number(p.duration), "parameters": [exact_number(v) for v in p.values]}
+        for p in problem.pieces
+    ]
+    trees = [[v if v is None or isinstance(v, int) else exact_number(v) for v in split.trees[i]]
+             for i in boxes]  # fmt: skip
+    return {
+        "kind": "flow",
+        "version": FORMAT_VERSION,
+        "instance": instance,
+        "claim": {"times": [exact_number(T)], "enclosures": [double_strings(claims)]},
+        "hints": {
+            "method": "taylor-lohner",
+            "order": split.order,
+            "jacobian_order": JACOBIAN_ORDER,
+            "precision": 53,
+            "steps": [
+                [exact_number(fmpq(s) if not isinstance(s, fmpq) else s) for s in st]
+                for st in split.steps
+            ],
+            "arithmetic": "float64",
+            "apriori": [[exact_number(a) for a in row] for row in apriori],
+            "sets": "doubleton",
+            "partition": trees,
+        },
+    }
+
+
+def run_smooth_boxes(args, problem, start, n: int, source, t0: float) -> int:
+    """``certified flow`` on boxes of a smooth field at 53 bits: doubletons, split under
+    ``--max-splits``; enclosures of every box that comes back (the hull of its sub-boxes'), the
+    failing ones named with their sub-box and reason; with ``--out``, a certificate of the boxes
+    that came back (VERIFIED only when all did and the checker accepts it). Exit 0 on VERIFIED."""
+    import sys
+    import time
+
+    from certified._progress import Progress
+    from certified.arith.exact import fmpq_to_str, to_fmpq
+    from certified.certificates import command_json, print_json, write_if_accepted
+    from certified.certificates.field_flow import FieldCertificateError
+    from certified.flow.command import decimal_upper, flow_scope
+    from certified.flow.result import FlowEnclosure, FlowStatus
+
+    budget = DEFAULT_MAX_SPLITS if args.max_splits is None else args.max_splits
+    lo, hi = start.lo.astype(float), start.hi.astype(float)
+    progress = Progress("flow")
+    with progress.stage(f"enclosing the flow of {n} boxes (doubletons, at most {budget} splits)"):
+        try:
+            split = split_smooth_boxes(problem, lo, hi, max_splits=budget)
+        except _PlanError as exc:
+            split, message = None, f"the step plan at the boxes' centres failed: {exc}"
+    hulls = {} if split is None else box_hulls(split)
+    if split is not None:
+        fails = [split.failed[i] for i in sorted(split.failed)]
+        message = "; ".join(fails[:5]) + (f"; and {len(fails) - 5} more" if len(fails) > 5 else "")
+        if fails:
+            message = (f"{len(fails)} of {n} boxes did not come back within {budget} splits ("
+                       f"{message}); raise --max-splits or give smaller boxes")  # fmt: skip
+    verdict, path, complete = "UNDECIDED", None, len(hulls) == n
+    if complete and args.out is None:
+        verdict = "VERIFIED"
+    if hulls and args.out is not None:
+        try:
+            with progress.stage("building the certificate (the checker's replay of the sub-boxes)"):
+                cert = smooth_box_certificate(problem, lo, hi, split)
+            with progress.stage("writing the certificate, re-checked by the checker first"):
+                path, check = write_if_accepted(args.out, cert)
+            if not check.verified:
+                message = f"the certificate was not accepted by the checker: {check.reason}"
+            elif complete:
+                verdict = "VERIFIED"
+        except FieldCertificateError as exc:
+            message = str(exc)
+    T = str(problem.total_time)
+    if complete and args.enclosures is not None:
+        L = np.array([hulls[i][0] for i in range(n)])[None]
+        H = np.array([hulls[i][1] for i in range(n)])[None]
+        FlowEnclosure((T,), Interval(L, H), FlowStatus.SUCCESS).save(args.enclosures)
+    width = max((float(np.max(b - a)) for a, b in hulls.values()), default=None)
+    scope = flow_scope(len(hulls), "boxes", source, [T]) + (
+        "" if complete else f" (boxes {', '.join(str(i) for i in sorted(hulls))} of {n})"
+    )
+    if args.out is None:
+        scope += " (no certificate: enclosures by the checker's own float64 step)"
+    splits = 0 if split is None else split.splits
+    wide = [] if split is None else [i for i in hulls if split.ratio(i) > RATIO]
+    note = ""
+    if wide:  # valid, but the budget ran out before the linear part dominated
+        worst = max(split.ratio(i) for i in wide)
+        note = (f"{len(wide)} boxes are still wider than {RATIO}x their linear part (worst "
+                f"{worst:.3g}x): raise --max-splits for tighter enclosures")  # fmt: skip
+    if args.json:
+        out = command_json("flow", verdict, path, time.perf_counter() - t0, scope=scope,
+                           message="" if verdict == "VERIFIED" else message)  # fmt: skip
+        out["enclosures"] = [
+            None if i not in hulls else [
+                [fmpq_to_str(to_fmpq(a)), fmpq_to_str(to_fmpq(b))]
+                for a, b in zip(hulls[i][0].tolist(), hulls[i][1].tolist(), strict=True)
+            ]
+            for i in range(n)
+        ]  # fmt: skip
+        out["max_width"] = None if width is None else decimal_upper(width)
+        out["splits"] = splits
+        out["note"] = note
+        out["failed"] = {str(i): m for i, m in ({} if split is None else split.failed).items()}
+        print_json(out)
+    else:
+        if width is not None:
+            print(f"{len(hulls)} of {n} boxes, T = {T}: max enclosure width {width:.3e} "
+                  f"({splits} splits)")  # fmt: skip
+        print(f"{verdict}" + (f": certificate written to {path}" if path and verdict == "VERIFIED"
+                              else f": {message}" if verdict != "VERIFIED" else ""))  # fmt: skip
+        if verdict == "VERIFIED":
+            print(f"  scope: {scope}")
+        if note:
+            print(f"  note: {note}")
+    if verdict == "VERIFIED":
+        return 0
+    print(f"certified flow: {message}", file=sys.stderr)
+    return 1
