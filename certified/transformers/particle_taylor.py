@@ -29,10 +29,17 @@ from typing import Any
 import flint
 import numpy as np
 
-from certified.arith.interval import Interval, exp, hull, isum, matmul
+from certified.arith.interval import Interval, exp, hull, isum, matmul, sqr, sqrt
 from certified.errors import DomainError, InputError, RangeOverflowError
 
-__all__ = ["ParticleEnclosure", "particle_taylor_flow", "taylor_coefficients"]
+__all__ = [
+    "ParticleEnclosure",
+    "enclose_particles",
+    "exact_masses",
+    "particle_taylor_flow",
+    "sphere_lognorm_bound",
+    "taylor_coefficients",
+]
 
 
 def _stack(parts: list[Interval], axis: int) -> Interval:
@@ -40,6 +47,11 @@ def _stack(parts: list[Interval], axis: int) -> Interval:
         np.concatenate([p.lo for p in parts], axis=axis),
         np.concatenate([p.hi for p in parts], axis=axis),
     )
+
+
+def _series(parts: list[Interval]) -> Interval:
+    """Equal-shaped intervals stacked along a new leading axis."""
+    return Interval._trusted(np.stack([p.lo for p in parts]), np.stack([p.hi for p in parts]))
 
 
 def _mag(x: Interval) -> np.ndarray:
@@ -53,7 +65,8 @@ class _Head:
     V: Interval  # d x d
 
 
-def taylor_coefficients(X0: Interval, heads: list[_Head], w: Interval, terms: int):
+def taylor_coefficients(X0: Interval, heads: list[_Head], w: Interval, terms: int,
+                        sphere: bool = False):  # fmt: skip
     """Taylor coefficients ``X[0..terms-1]`` (each n x d) of the particle solution through every
     point of the box ``X0`` (n x d) and, per head, the softmax weights ``P`` (n x n, row i for
     query i) and tilted means ``R0`` (n x d) over ``X0``.
@@ -62,6 +75,9 @@ def taylor_coefficients(X0: Interval, heads: list[_Head], w: Interval, terms: in
     series); E = exp(s − c) (E_k = Σ_{l=1..k} l s_l E_{k−l} / k); N = E (w X), D = E w;
     R = N / D (R_k = (N_k − Σ_{l≥1} D_l R_{k−l}) / D_0); F = Σ_h R_h V_hᵀ; X_{k+1} = F_k/(k+1).
 
+    ``sphere``: the field is projected, f_i = v_i − x_i ⟨x_i, v_i⟩ with v = F above
+    (particles.md §6): q = ⟨x, v⟩ rowwise, q_k = Σ_m ⟨X_m, v_{k−m}⟩, f_k = v_k − Σ_m X_m q_{k−m}.
+
     Guarantee: ``X[k]`` encloses the k-th Taylor coefficient at t = 0 of the solution through
     every x ∈ X0; ``P``, ``R0`` enclose the softmax weights and tilted means at every x ∈ X0.
     """
@@ -69,61 +85,72 @@ def taylor_coefficients(X0: Interval, heads: list[_Head], w: Interval, terms: in
     X = [X0]
     wcol = w.reshape(n, 1)
     zero = wcol * 0.0
-    state = [{"a": [], "s": [], "E": [], "D": [], "R": []} for _ in heads]
+    # per head: a_k, l s_l (for the exponential), E_k, D_k, R_k; each Cauchy sum below is one
+    # stacked product and one outward-rounded sum (or one matrix product): O(K) interval
+    # operations per coefficient instead of O(K^2)
+    state = [{"a": [], "s": [], "ls": [], "E": [], "D": [], "R": []} for _ in heads]
+    vs: list[Interval] = []
+    qs: list[Interval] = []
     level0: list[tuple[Interval, Interval]] = []
+    right = _stack([X0 * wcol, wcol], 1)  # grows by one block [w X_k | 0] per order
     for k in range(terms - 1):
         F = None
+        if k > 0:
+            right = _stack([right, _stack([X[k] * wcol, zero], 1)], 0)
         for h, st in zip(heads, state, strict=True):
             st["a"].append(matmul(X[k], h.A.T))
             # s_k = sum_m a_m X_{k-m}^T: one product of inner dimension (k + 1) d
             sk = matmul(_stack(st["a"], 1), _stack([X[k - m].T for m in range(k + 1)], 0))
             st["s"].append(sk)
+            st["ls"].append(sk * float(k))  # l s_l (exact scaling up to outward rounding)
             if k == 0:
                 c = np.max(sk.mid(), axis=1, keepdims=True)  # any real shift cancels in R
                 Ek = exp(sk - c)
-            else:
-                acc = st["s"][k] * float(k) * st["E"][0]
-                for m in range(1, k):
-                    acc = acc + st["s"][m] * float(m) * st["E"][k - m]
-                Ek = acc / float(k)
+            else:  # k E_k = sum_{l=1..k} l s_l E_{k-l}
+                Ek = isum(_series(st["ls"][1 : k + 1]) * _series(st["E"][::-1]), axis=0)
+                Ek = Ek / float(k)
             st["E"].append(Ek)
-            # [N_k | D_k] = sum_m E_m [w X_{k-m} | (w if m = k else 0)]: the n x n factor on
-            # the left (measured twice as fast as on the right in Interval matmul)
-            ND = None
-            for m in range(k + 1):
-                term = matmul(st["E"][m], _stack([X[k - m] * wcol, wcol if m == k else zero], 1))
-                ND = term if ND is None else ND + term
+            # [N_k | D_k] = sum_j E_{k-j} [w X_j | (w if j = 0 else 0)]: one product of
+            # [E_k ... E_0] (n x (k+1) n) with the column of blocks [w X_j | w δ_j0], j <= k
+            ND = matmul(_stack(st["E"][::-1], 1), right)
             Nk, Dk = ND[:, :d], ND[:, d:]
             if k == 0:  # D_0 > 0 from the nonnegative terms (a midpoint-radius product may not)
                 Dk = isum(Ek * w.reshape(1, n), axis=1).reshape(n, 1)
             st["D"].append(Dk)
-            acc = Nk
-            for m in range(1, k + 1):
-                acc = acc - st["D"][m] * st["R"][k - m]
-            Rk = acc / st["D"][0]
+            if k == 0:
+                Rk = Nk / Dk
+            else:  # R_k = (N_k - sum_{l=1..k} D_l R_{k-l}) / D_0
+                DR = isum(_series(st["D"][1:]) * _series(st["R"][::-1]), axis=0)
+                Rk = (Nk - DR) / st["D"][0]
             st["R"].append(Rk)
             if k == 0:
                 level0.append(((Ek * w.reshape(1, n)) / Dk, Rk))
             Fh = matmul(Rk, h.V.T)
             F = Fh if F is None else F + Fh
+        assert F is not None
+        if sphere:  # the projection's series (Cauchy products, particles.md §6)
+            vs.append(F)
+            qk = isum(_series(X) * _series(vs[::-1]), axis=0)  # sum_m X_m * v_{k-m}
+            qs.append(isum(qk, axis=1).reshape(n, 1))
+            F = F - isum(_series(X) * _series(qs[::-1]), axis=0)
         X.append(F / float(k + 1))
     return X, level0
 
 
-def _field(B: Interval, heads: list[_Head], w: Interval):
+def _field(B: Interval, heads: list[_Head], w: Interval, sphere: bool = False):
     """f over the box B (n x d) and level-0 data. Guarantee: encloses f(x) for all x ∈ B."""
-    X, level0 = taylor_coefficients(B, heads, w, 2)
+    X, level0 = taylor_coefficients(B, heads, w, 2, sphere)
     return X[1], level0
 
 
-def _apriori(B: Interval, heads, w, h_hi: float) -> tuple[Interval, Any]:
+def _apriori(B: Interval, heads, w, h_hi: float, sphere: bool = False) -> tuple[Interval, Any]:
     """A box E with B + [0, h]·f(E) ⊆ E (bounds.md#picard), found by inflation; the smaller
     box N = B + [0, h]·f(E) is returned (valid as well) with f's level-0 data over it.
 
     Raises InputError when three inflations fail (the caller shortens the step).
     Guarantee: every solution from B stays in the returned box on [0, h]."""
     tau = Interval(0.0, h_hi)
-    F, _ = _field(B, heads, w)
+    F, _ = _field(B, heads, w, sphere)
     E = B + tau * F
     for _ in range(4):
         edge = float(np.max(E.hi - E.lo))
@@ -131,16 +158,16 @@ def _apriori(B: Interval, heads, w, h_hi: float) -> tuple[Interval, Any]:
         E = Interval._trusted(
             np.nextafter(E.lo - pad, -np.inf), np.nextafter(E.hi + pad, np.inf)
         )  # any enlargement is a valid candidate: only the test below decides
-        F, _ = _field(E, heads, w)
+        F, _ = _field(E, heads, w, sphere)
         N = B + tau * F
         if np.all(N.lo >= E.lo) and np.all(N.hi <= E.hi):
-            _, level0 = _field(N, heads, w)
+            _, level0 = _field(N, heads, w, sphere)
             return N, level0
         E = hull(E, N)
     raise InputError("a priori box: no inclusion after 4 inflations (shorten the step)")
 
 
-def jacobian_norm_bound(box: Interval, level0, heads: list[_Head], chunk: int = 200) -> float:
+def _row_bounds(box: Interval, level0, heads: list[_Head], chunk: int = 200) -> Interval:
     """Upper bound on ‖J(x)‖_∞ over every x ∈ box, J the Jacobian of the empirical field
     (particles.md §2): block (i, j) is Σ_h V_h (P_ij (I + u_ij a_iᵀ) + δ_ij C_i A_h) with
     u_ij = x_j − x̄_i, a_i = A_h x_i, C_i = Σ_j P_ij u_ij u_ijᵀ; its row (i, α) sum of moduli is
@@ -172,7 +199,168 @@ def jacobian_norm_bound(box: Interval, level0, heads: list[_Head], chunk: int = 
             T = isum(PU * g.reshape(i1 - i0, n, 1), axis=1)
             inner = S0[i0:i1].reshape(-1, 1) + a1[i0:i1].reshape(-1, 1) * S1 + T
             rows[c] = rows[c] + matmul(inner, Vm.T)  # sum_gamma |V|_alpha,gamma inner_gamma
-    return float(max(np.max(rc.hi) for rc in rows))
+    return _stack(rows, 0)
+
+
+def jacobian_norm_bound(box: Interval, level0, heads: list[_Head], chunk: int = 200) -> float:
+    """Upper bound on ‖J(x)‖_∞ over every x ∈ box (the largest of :func:`_row_bounds`, whose
+    (i, α) entry bounds the row (i, α) sum of moduli as in particles.md §2).
+
+    Guarantee: upper bound."""
+    return float(np.max(_row_bounds(box, level0, heads, chunk).hi))
+
+
+def sphere_lognorm_bound(box: Interval, level0, heads: list[_Head]) -> float:
+    """Upper bound on the logarithmic max-norm μ_∞(J(x)) = max_r (J_rr + Σ_{c≠r} |J_rc|) over
+    every x ∈ box, J the Jacobian of the projected field f_i = Π_i v_i, Π_i = I − x_i x_iᵀ
+    (particles.md §6): ∂f_i/∂x_j = Π_i ∂v_i/∂x_j − δ_ij (⟨x_i, v_i⟩ I + x_i v_iᵀ). Row (i, α)
+    has Σ_c |J_rc| ≤ Σ_γ |Π_i|_αγ Rv_iγ + |⟨x_i, v_i⟩| + |x_iα| ‖v_i‖_1 (Rv from
+    :func:`_row_bounds`), and μ_r ≤ that − 2 max(0, −up(J_rr)) with the diagonal
+    J_rr = Σ_γ (Π_i)_αγ (∂v_i/∂x_i)_γα − ⟨x_i, v_i⟩ − x_iα v_iα enclosed over the box,
+    ∂v_i/∂x_i = Σ_h V_h (P_ii (I + u_ii a_iᵀ) + C_i A_h).
+
+    Guarantee: upper bound (interval arithmetic, upper ends)."""
+    n, d = box.shape
+    Rv = _row_bounds(box, level0, heads)
+    v = None
+    for h, (_, R0) in zip(heads, level0, strict=True):
+        vh = matmul(R0, h.V.T)  # v_i = sum_h V_h xbar_i^h over the box
+        v = vh if v is None else v + vh
+    assert v is not None
+    eye = Interval(np.eye(d))
+    Pi = eye.reshape(1, d, d) - box.reshape(n, d, 1) * box.reshape(n, 1, d)  # (i, alpha, gamma)
+    q = isum(box * v, axis=1)  # <x_i, v_i>
+    v1 = isum(Interval(_mag(v)), axis=1)
+    rows = isum(Interval(_mag(Pi)) * Rv.reshape(n, 1, d), axis=2)
+    rows = rows + Interval(_mag(q)).reshape(n, 1) + Interval(_mag(box)) * v1.reshape(n, 1)
+    # the diagonal blocks dv_i/dx_i, query chunks of at most ~2e6 entries (i, j, gamma, delta)
+    parts: list[Interval] = []
+    chunk = max(1, 2_000_000 // (n * d * d))
+    for i0 in range(0, n, chunk):
+        part, i1 = None, min(n, i0 + chunk)
+        c = i1 - i0
+        for h, (P, R0) in zip(heads, level0, strict=True):
+            U = box.reshape(1, n, d) - R0[i0:i1].reshape(c, 1, d)  # u_ij = x_j - xbar_i
+            C = isum(P[i0:i1].reshape(c, n, 1, 1) * U.reshape(c, n, d, 1)
+                     * U.reshape(c, n, 1, d), axis=1)  # fmt: skip
+            idx = np.arange(i0, i1)
+            uii = U.lo[np.arange(c), idx], U.hi[np.arange(c), idx]
+            uii = Interval._trusted(uii[0], uii[1])  # (c, d)
+            ai = matmul(box[i0:i1], h.A.T)  # a_i = A x_i
+            pii = Interval._trusted(P.lo[idx, idx], P.hi[idx, idx]).reshape(c, 1, 1)
+            inner = pii * (eye.reshape(1, d, d) + uii.reshape(c, d, 1) * ai.reshape(c, 1, d))
+            CA = isum(C.reshape(c, d, d, 1) * h.A.reshape(1, 1, d, d), axis=2)
+            inner = inner + CA  # (c, gamma, beta)
+            VD = isum(h.V.reshape(1, d, d, 1) * inner.reshape(c, 1, d, d), axis=2)
+            part = VD if part is None else part + VD
+        assert part is not None
+        parts.append(part)
+    Dv = _stack(parts, 0)
+    DvT = Interval._trusted(Dv.lo.transpose(0, 2, 1), Dv.hi.transpose(0, 2, 1))
+    # J_rr = sum_gamma Pi_alpha,gamma Dv_gamma,alpha - q_i - x_i,alpha v_i,alpha
+    diag = isum(Pi * DvT, axis=2) - q.reshape(n, 1) - box * v
+    neg = np.maximum(0.0, -diag.hi)  # exact: 0 <= neg <= |J_rr| when J_rr <= diag.hi < 0
+    mu = rows - Interval(2.0 * neg)  # 2 * neg exact (a power-of-two scaling)
+    return float(np.max(mu.hi))
+
+
+def sphere_jacobian(box: Interval, level0, heads: list[_Head]) -> Interval:
+    """The Jacobian of the projected field over the box as an (n d) x (n d) interval matrix
+    (row i·d + α, column j·d + β; particles.md §6):
+    J_ij = Π_i ∂v_i/∂x_j − δ_ij (⟨x_i, v_i⟩ I + x_i v_iᵀ) with
+    Π_i ∂v_i/∂x_j = ∂v_i/∂x_j − x_i (x_iᵀ ∂v_i/∂x_j),
+    ∂v_i/∂x_j = Σ_h P_ij (V_h + (V_h u_ij) a_iᵀ) + δ_ij V_h C_i A_h (particles.md §2).
+    Memory O(n² d²): for n d up to a few thousand.
+
+    Guarantee: encloses J(x) for every x ∈ box."""
+    n, d = box.shape
+    Jv, v = None, None
+    for h, (P, R0) in zip(heads, level0, strict=True):
+        U = box.reshape(1, n, d) - R0.reshape(n, 1, d)  # u_ij = x_j - xbar_i
+        Vu = isum(U.reshape(n, n, 1, d) * h.V.reshape(1, 1, d, d), axis=3)  # (i, j, alpha)
+        a = matmul(box, h.A.T)  # a_i = A x_i
+        key = Vu.reshape(n, n, d, 1) * a.reshape(n, 1, 1, d)  # (V u_ij) a_i^T
+        blk = P.reshape(n, n, 1, 1) * (h.V.reshape(1, 1, d, d) + key)
+        C = isum(P.reshape(n, n, 1, 1) * U.reshape(n, n, d, 1) * U.reshape(n, n, 1, d), axis=1)
+        CA = isum(C.reshape(n, d, d, 1) * h.A.reshape(1, 1, d, d), axis=2)
+        VCA = isum(h.V.reshape(1, d, d, 1) * CA.reshape(n, 1, d, d), axis=2)
+        blk = _add_diagonal_blocks(blk, VCA)
+        Jv = blk if Jv is None else Jv + blk
+        vh = matmul(R0, h.V.T)  # v_i = sum_h V_h xbar_i^h
+        v = vh if v is None else v + vh
+    assert Jv is not None and v is not None
+    w = isum(box.reshape(n, 1, d, 1) * Jv, axis=2)  # (i, j, beta): x_i^T dv_i/dx_j
+    J = Jv - box.reshape(n, 1, d, 1) * w.reshape(n, n, 1, d)
+    q = isum(box * v, axis=1)  # <x_i, v_i>
+    eye = Interval(np.eye(d)).reshape(1, d, d)
+    J = _add_diagonal_blocks(
+        J, -(q.reshape(n, 1, 1) * eye + box.reshape(n, d, 1) * v.reshape(n, 1, d))
+    )
+    return Interval._trusted(J.lo.transpose(0, 2, 1, 3).reshape(n * d, n * d),
+                             J.hi.transpose(0, 2, 1, 3).reshape(n * d, n * d))  # fmt: skip
+
+
+def _add_diagonal_blocks(J: Interval, D: Interval) -> Interval:
+    """J (n, n, d, d) with D (n, d, d) added to its blocks (i, i). Guarantee: encloses."""
+    n = J.shape[0]
+    ii = np.arange(n)
+    lo, hi = J.lo.copy(), J.hi.copy()
+    dd = Interval._trusted(lo[ii, ii], hi[ii, ii]) + D
+    lo[ii, ii], hi[ii, ii] = dd.lo, dd.hi
+    return Interval._trusted(lo, hi)
+
+
+def _gamma_up(k: int) -> float:
+    """An upper bound on γ_k = k u / (1 − k u), u = 2^-53 (Higham §3.1). Guarantee: upper."""
+    return float((Interval(float(k)) * 2.0**-53 / (1.0 - Interval(float(k)) * 2.0**-53)).hi[()])
+
+
+def _below(Sc: np.ndarray, sigma: float) -> bool:
+    """True only if every eigenvalue of the symmetric double matrix Sc is < sigma
+    (particles.md §6, the Cholesky test). With t = fl(σ − c) and c_e = σ − t (exact), the
+    double matrix G (off-diagonal −Sc, diagonal within δ of t − Sc_ii) is factored in floating
+    point; success gives R̃ᵀR̃ = G + ΔA, |ΔA| ≤ γ_{m+1}|R̃ᵀ||R̃| (Higham, Accuracy and Stability,
+    Thm 10.3, any order of the inner products; γ_{2m+2} used for margin), so
+    ‖ΔA‖_2 ≤ γ ‖R̃‖_F², and xᵀ(σI − Sc)x ≥ (c_e − ‖ΔA‖_2 − δ)|x|² > 0 when checked below.
+
+    Guarantee: True implies λ_max(Sc) < sigma."""
+    m = Sc.shape[0]
+    t = sigma - 1e-9 * (1.0 + abs(sigma) + float(np.max(np.abs(np.diag(Sc)))))
+    c_low = float((Interval(sigma) - Interval(t)).lo[()])  # c_e >= c_low
+    Gd = Interval(t) - Interval(np.diag(Sc))  # encloses t - Sc_ii
+    G = -Sc
+    np.fill_diagonal(G, Gd.mid())
+    delta = float(np.max(Gd.width_upper()))  # |G_ii - (t - Sc_ii)| <= delta
+    try:
+        R = np.linalg.cholesky(G)
+    except np.linalg.LinAlgError:
+        return False
+    if not np.all(np.isfinite(R)):
+        return False
+    F = isum(sqr(Interval(R)))  # >= ||R||_F^2
+    bound = Interval(_gamma_up(2 * m + 2)) * F + Interval(delta) + 2.0**-900  # underflow
+    return bool(float(bound.hi[()]) < c_low)
+
+
+def lognorm2_bound(J: Interval) -> float:
+    """Upper bound on the logarithmic 2-norm μ_2(M) = λ_max((M + Mᵀ)/2) for every M ∈ J
+    (particles.md §6): S = (J + Jᵀ)/2 enclosed, Sc its (symmetric) midpoint, Sr ≥ |S − Sc|;
+    λ_max(Sym M) ≤ λ_max(Sc) + ‖Sr‖_2 ≤ σ + max(‖Sr‖_1, ‖Sr‖_∞), σ certified by :func:`_below`.
+
+    Guarantee: upper bound (inf if no σ could be certified)."""
+    S = (J + J.T) * 0.5
+    Sc = np.triu(S.mid())
+    Sc = Sc + np.triu(Sc, 1).T  # exactly symmetric
+    Sr = Interval(_mag(S - Interval(Sc)))
+    r = max(float(np.max(isum(Sr, axis=1).hi)), float(np.max(isum(Sr, axis=0).hi)))
+    lam = float(np.linalg.eigvalsh(Sc)[-1])  # an estimate: certified below
+    margin = 1e-7 * (1.0 + abs(lam))
+    for _ in range(6):
+        sigma = lam + margin
+        if _below(Sc, sigma):
+            return float((Interval(sigma) + Interval(r)).hi[()])
+        margin *= 10.0
+    return math.inf
 
 
 @dataclass(frozen=True)
@@ -198,27 +386,103 @@ def _heads_of(piece) -> list[_Head]:
             for h in piece.heads]  # fmt: skip
 
 
-def _taylor_step(x, e, heads, w, h: flint.fmpq, terms: int):
-    """One step of exact length h from x ± e (x doubles, e >= 0). Returns (x', e', L).
+def _taylor_step(x, e, heads, w, h: flint.fmpq, terms: int, sphere: bool = False,
+                 norm2: bool = False):  # fmt: skip
+    """One step of exact length h from x ± e (x doubles, e >= 0). Returns (x', e', L, rem):
+    L the growth rate used (‖J‖_∞; on the sphere the log-norm bound μ_∞, or with ``norm2``
+    μ_2, particles.md §6). ``x ± e`` is the max-norm ball, with ``norm2`` the Euclidean ball
+    {|y − x|_2 ≤ e} over all n d coordinates.
     Guarantee: the solution from every point of x ± e is in x' ± e' after time h."""
     from certified.arith.exact import fmpq_to_str
 
     H = Interval.from_exact(fmpq_to_str(h))
     B = Interval(x) + Interval(-e, e)
-    E, level0 = _apriori(B, heads, w, float(H.hi))
-    L = jacobian_norm_bound(E, level0, heads)
-    XK = taylor_coefficients(E, heads, w, terms + 1)[0][terms]
-    Xp = taylor_coefficients(Interval(x), heads, w, terms)[0]
+    E, level0 = _apriori(B, heads, w, float(H.hi), sphere)
+    if norm2:
+        L = lognorm2_bound(sphere_jacobian(E, level0, heads))
+    elif sphere:
+        L = sphere_lognorm_bound(E, level0, heads)
+    else:
+        L = jacobian_norm_bound(E, level0, heads)
+    XK = taylor_coefficients(E, heads, w, terms + 1, sphere)[0][terms]
+    Xp = taylor_coefficients(Interval(x), heads, w, terms, sphere)[0]
     inc = XK  # Horner on the increment: ((X_K h + X_{K-1}) h + ... + X_1) h (bounds.md#taylor-step)
     for m in range(terms - 1, 0, -1):
         inc = inc * H + Xp[m]
     inc = inc * H
     enc = Interval(x) + inc
     centre = enc.mid()
-    rho = float(np.max(_mag(enc - centre)))
-    grow = exp(Interval(L) * H).hi  # e^{L h}, rounded up (arith exp kernel, bounds.md#exp-taylor)
+    dev = Interval(_mag(enc - centre))
+    rho = float(sqrt(isum(sqr(dev))).hi[()]) if norm2 else float(np.max(dev.hi))
+    grow = exp(Interval(L) * H).hi  # e^{L h} (L < 0 allowed), rounded up (bounds.md#exp-taylor)
     e_new = (Interval(grow) * Interval(e) + Interval(rho)).hi
     return centre, float(e_new), L, float(np.max(_mag(XK * H**terms)))
+
+
+def exact_masses(weights: Any, n: int) -> Interval:
+    """The masses as an Interval enclosing the exact rationals (uniform 1/n when None).
+
+    Raises InputError unless they are n positive exact numbers summing to 1.
+    Guarantee: encloses the exact masses."""
+    from certified.arith.exact import fmpq_to_str, to_fmpq_array
+
+    if weights is None:
+        wq = [flint.fmpq(1, n)] * n
+    else:
+        wq = list(to_fmpq_array(weights, field="weights").ravel())
+        if len(wq) != n or any(q <= 0 for q in wq) or sum(wq, flint.fmpq(0)) != 1:
+            raise InputError("weights: need n positive exact masses summing to 1")
+    return Interval.from_exact([fmpq_to_str(q) for q in wq])
+
+
+# the Euclidean log-norm route (a dense (n d) x (n d) interval Jacobian per step) up to this n d
+NORM2_LIMIT = 1024
+
+
+def enclose_particles(X: np.ndarray, w: Interval, pieces: list[tuple[flint.fmpq, list[_Head]]],
+                      *, sphere: bool = False, steps: int | None = None, terms: int = 10,
+                      tol: float = 1e-9, e0: float = 0.0) -> ParticleEnclosure:  # fmt: skip
+    """The stepping loop shared by :func:`particle_taylor_flow` and
+    :mod:`certified.transformers.sphere_taylor`: tokens X (n x d doubles, exact), masses w,
+    pieces (exact duration, heads); ``sphere`` projects the field (particles.md §6); the
+    initial tokens may be anywhere in X ± e0 (max norm).
+    Step control as in :func:`particle_taylor_flow`.
+
+    Raises InputError when a step could not be validated after 12 halvings.
+    Guarantee: the returned enclosure contains every token at the final time."""
+    n, d = X.shape
+    norm2 = sphere and n * d <= NORM2_LIMIT  # the Euclidean log-norm (particles.md §6)
+    e = float(e0)
+    if norm2:  # the max-norm ball of radius e0 lies in the Euclidean ball of radius sqrt(nd) e0
+        e = float((Interval(e) * sqrt(Interval(float(n * d)))).hi[()])
+    x, total, Lmax = X.astype(float).copy(), 0, -math.inf
+    for duration, heads in pieces:
+        if steps is None:
+            f0 = taylor_coefficients(Interval(x), heads, w, 2, sphere)[0][1]
+            k = max(4, math.ceil(float(duration) * 8 * (1 + float(np.max(_mag(f0))))))
+        else:
+            k = max(1, math.ceil(float(duration) * steps))
+        h, done, floor = duration / k, flint.fmpq(0), duration / (k * 4096)
+        while done < duration:
+            hs = min(h, duration - done)
+            try:
+                xn, en, L, rem = _taylor_step(x, e, heads, w, hs, terms, sphere, norm2)
+                ok = rem <= tol
+            except (InputError, DomainError, RangeOverflowError):
+                ok = False
+            if not ok:  # step control changes cost only: every accepted step is validated
+                if hs < floor:
+                    raise InputError(
+                        "particle flow: a step could not be validated (the tokens spread too "
+                        "fast; try fewer tokens or a shorter time)"
+                    )
+                h = hs / 2
+                continue
+            x, e, total, Lmax, done = xn, en, total + 1, max(Lmax, L), done + hs
+            h = (
+                2 * hs if rem * 2.0 ** (terms + 4) <= tol else hs
+            )  # observed: rem(2h) ~ 2^(K+3) rem(h)
+    return ParticleEnclosure(x, e, total, Lmax)
 
 
 def particle_taylor_flow(pde, tokens: Any, weights: Any = None, *, steps: int | None = None,
@@ -236,47 +500,11 @@ def particle_taylor_flow(pde, tokens: Any, weights: Any = None, *, steps: int | 
 
     Guarantee: the returned enclosure contains every token at the final time.
     """
-    from certified.arith.exact import fmpq_to_str, to_fmpq_array
-
     X = np.asarray(tokens, dtype=float)
     if X.ndim != 2 or X.shape[1] != pde.d or X.shape[0] < 1:
         raise InputError(f"tokens: expected an n x {pde.d} array, got shape {X.shape}")
     if not np.all(np.isfinite(X)):
         raise InputError("tokens: not finite")
-    n = X.shape[0]
-    if weights is None:
-        wq = [flint.fmpq(1, n)] * n
-    else:
-        wq = list(to_fmpq_array(weights, field="weights").ravel())
-        if len(wq) != n or any(q <= 0 for q in wq) or sum(wq, flint.fmpq(0)) != 1:
-            raise InputError("weights: need n positive exact masses summing to 1")
-    w = Interval.from_exact([fmpq_to_str(q) for q in wq])
-    x, e, total, Lmax = X.copy(), 0.0, 0, 0.0
-    for piece in pde.pieces:
-        heads = _heads_of(piece)
-        if steps is None:
-            f0 = taylor_coefficients(Interval(x), heads, w, 2)[0][1]
-            k = max(4, math.ceil(float(piece.duration) * 8 * (1 + float(np.max(_mag(f0))))))
-        else:
-            k = max(1, math.ceil(float(piece.duration) * steps))
-        h, done, floor = piece.duration / k, flint.fmpq(0), piece.duration / (k * 4096)
-        while done < piece.duration:
-            hs = min(h, piece.duration - done)
-            try:
-                xn, en, L, rem = _taylor_step(x, e, heads, w, hs, terms)
-                ok = rem <= tol
-            except (InputError, DomainError, RangeOverflowError):
-                ok = False
-            if not ok:  # step control changes cost only: every accepted step is validated
-                if hs < floor:
-                    raise InputError(
-                        "particle flow: a step could not be validated (the tokens spread too "
-                        "fast; try fewer tokens or a shorter time)"
-                    )
-                h = hs / 2
-                continue
-            x, e, total, Lmax, done = xn, en, total + 1, max(Lmax, L), done + hs
-            h = (
-                2 * hs if rem * 2.0 ** (terms + 4) <= tol else hs
-            )  # observed: rem(2h) ~ 2^(K+3) rem(h)
-    return ParticleEnclosure(x, e, total, Lmax)
+    w = exact_masses(weights, X.shape[0])
+    pieces = [(piece.duration, _heads_of(piece)) for piece in pde.pieces]
+    return enclose_particles(X, w, pieces, steps=steps, terms=terms, tol=tol)
