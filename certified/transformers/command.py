@@ -3,7 +3,9 @@
 
 flow: the certified flow of the tokens (attention dynamics of the instance, proofs/
 transformers.md §1) through the generic rule ``taylor-lohner``; VERIFIED writes the re-checked
-certificate (exit 0), UNDECIDED writes nothing (exit 1).
+certificate (exit 0), UNDECIDED writes nothing (exit 1). ``--no-certificate`` (no ``--out``):
+certified enclosures only, attention-only softmax instances by Taylor steps vectorised over the
+tokens (proofs/particles.md §6), any size.
 cluster: the hemisphere theorem's instance check (V = I, B = beta I): VERIFIED (hemisphere
 witness and certified diameter at T <= eps; the ``transformer-cluster`` certificate, re-checked,
 is written; exit 0), REFUTED (certified diameter > eps; exit 1, certificate written) or
@@ -58,6 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--save-at", help="flow: comma-separated earlier times also enclosed")
     parser.add_argument("--out", type=Path, help="certificate file to write")
+    parser.add_argument(
+        "--no-certificate",
+        action="store_true",
+        help="flow: certified enclosures only, no certificate (attention-only softmax instances "
+        "by Taylor steps vectorised over the tokens: n = 64, d = 8 in seconds)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     gaussian_command.add_arguments(parser)
     depth_command.add_arguments(parser)
@@ -66,15 +74,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _enclosures(instance, result) -> list:
-    from certified.arith.exact import fmpq_to_str, to_fmpq
     from certified.transformers.flow import token_enclosures
+
+    return _boxes_json(token_enclosures(instance, result))
+
+
+def _boxes_json(boxes) -> list:
+    """Per token, per coordinate [lo, hi] as exact strings, measure after measure."""
+    from certified.arith.exact import fmpq_to_str, to_fmpq
 
     def exact_number(v: float) -> str:
         return fmpq_to_str(to_fmpq(v))
 
     out = []
-    for boxes in token_enclosures(instance, result):
-        for lo, hi in zip(boxes.lo.tolist(), boxes.hi.tolist(), strict=True):
+    for box in boxes:
+        for lo, hi in zip(box.lo.tolist(), box.hi.tolist(), strict=True):
             out.append([[exact_number(a), exact_number(b)] for a, b in zip(lo, hi, strict=True)])
     return out
 
@@ -114,7 +128,10 @@ def run(args: argparse.Namespace) -> int:
         import importlib
 
         return importlib.import_module(_DELEGATED[args.action]).run(args)
-    if args.instance is None or args.out is None:
+    no_cert = getattr(args, "no_certificate", False)
+    if no_cert and (args.action != "flow" or args.out is not None or args.save_at is not None):
+        raise InputError("--no-certificate: only for 'transformer flow', without --out, --save-at")
+    if args.instance is None or (args.out is None and not no_cert):
         raise InputError(f"{args.action}: --instance F and --out CERT are required")
     t0 = time.perf_counter()
     progress = Progress("transformer")
@@ -140,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
         if any(not 0 < t < instance.total_time for t in ts):
             raise InputError(f"--save-at: times must lie in (0, {instance.total_time})")
         ts = sorted(set(ts))
+    if no_cert:
+        return _enclosures_only(args, instance, progress, t0)
     from certified.flow import flow_certificate_for
     from certified.transformers.flow import transformer_flow
 
@@ -167,6 +186,50 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"{outcome}: {message}")
     if path is None:
+        print(f"certified transformer flow: {message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _enclosures_only(args, instance, progress, t0) -> int:
+    """``--no-certificate``: certified enclosures at the final time, no certificate (exit 0),
+    by Taylor steps vectorised over the tokens (``proofs/particles.md`` §6) when the instance is
+    attention-only softmax, else by the generic engine."""
+    from certified.certificates import command_json, print_json
+    from certified.flow.command import decimal_upper
+    from certified.transformers.sphere_taylor import sphere_supported, sphere_taylor_flow
+    from certified.verdict import Outcome
+
+    n, d = sum(instance.sizes), instance.d
+    with progress.stage(f"enclosing the flow (n = {n}, d = {d}; no certificate)"):
+        if sphere_supported(instance) is None:
+            method = "taylor steps over tokens"
+            boxes = [enc.box() for enc in sphere_taylor_flow(instance)]
+            message = ""
+        else:
+            from certified.transformers.flow import token_enclosures, transformer_flow
+
+            method = "generic taylor-lohner engine"
+            result = transformer_flow(instance)
+            message = "" if result.status.name == "SUCCESS" else result.message
+            boxes = token_enclosures(instance, result) if not message else []
+    outcome = Outcome.UNDECIDED if message else Outcome.VERIFIED
+    fields: dict = {"method": method}
+    if not message:
+        fields["enclosures"] = _boxes_json(boxes)
+        fields["max_width"] = decimal_upper(max(float((b.hi - b.lo).max()) for b in boxes))
+    seconds = time.perf_counter() - t0
+    scope = (f"the tokens of {args.instance}, at t = {instance.total_time} (enclosures computed "
+             "in rigorous arithmetic; no certificate: not re-checked by the checker)")  # fmt: skip
+    if args.json:
+        print_json(command_json("transformer flow", outcome, None, seconds, scope=scope,
+                                **fields, message=message))  # fmt: skip
+    elif message:
+        print(f"{outcome}: {message}")
+    else:
+        print(f"{outcome}: enclosures only, no certificate (max width {fields['max_width']}; "
+              f"{method})")  # fmt: skip
+    if message:
         print(f"certified transformer flow: {message}", file=sys.stderr)
         return 1
     return 0

@@ -219,3 +219,28 @@ def test_hidden_layer_is_refused():
     inst = parse_instance({"tokens": E3[:2], "pieces": [piece]})
     with pytest.raises(InputError, match="attention only"):
         sphere_taylor_flow(inst)
+
+
+def test_cli_no_certificate(tmp_path, capsys):
+    """``certified transformer flow --no-certificate``: enclosures only, nothing written."""
+    import json
+    from fractions import Fraction
+
+    from certified.cli import main
+
+    inst = {"tokens": [[1, 0, 0], [0, 0.6, 0.8]], "pieces": [{"duration": "1/4", "V": E3, "B": E3}]}
+    path = tmp_path / "inst.json"
+    path.write_text(json.dumps(inst))
+    argv = ["transformer", "flow", "--instance", str(path), "--no-certificate", "--json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] == "VERIFIED" and data["certificate"] is None
+    assert data["method"] == "taylor steps over tokens" and float(data["max_width"]) < 1e-12
+    exact = ref.flow(inst, dps=20)
+    lo = [float(Fraction(a)) for tok in data["enclosures"] for a, _ in tok]  # exact doubles
+    hi = [float(Fraction(b)) for tok in data["enclosures"] for _, b in tok]
+    assert ref.contains(lo, hi, exact) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inst.json"]
+    assert main([*argv, "--out", str(tmp_path / "c.json")]) == 2
+    assert "--no-certificate" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inst.json"]
