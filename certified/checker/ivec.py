@@ -25,7 +25,7 @@ import numpy as np
 from flint import arb, fmpq
 
 __all__ = ["Iv", "Series", "check_fpu", "dn", "exp_points", "fpu_ok", "from_arb", "from_fmpq",
-           "matmul", "series_conv", "to_arb", "up"]  # fmt: skip
+           "matmul", "matrix_mr", "series_conv", "to_arb", "up"]  # fmt: skip
 
 _INF = np.inf
 _PHI = 2.0**-53 * (1.0 + 2.0**-52)
@@ -213,12 +213,19 @@ def from_fmpq(values: list[fmpq]) -> Iv:
     return Iv(lo, hi)
 
 
-def matmul(Mlo: np.ndarray, Mhi: np.ndarray, V: Iv) -> Iv:
+def matrix_mr(Mlo: np.ndarray, Mhi: np.ndarray) -> tuple:
+    """(Mm, Mr, |Mm|) of :func:`matmul` for the interval matrix [Mlo, Mhi], to reuse."""
+    Mm = Mlo + (Mhi - Mlo) * 0.5
+    return Mm, _up(np.maximum(Mhi - Mm, Mm - Mlo)), np.abs(Mm)
+
+
+def matmul(Mlo: np.ndarray, Mhi: np.ndarray, V: Iv, pre: tuple | None = None) -> Iv:
     """Enclosures of M V for the interval matrix [Mlo, Mhi] (r, c) and intervals V (c, ...), by
     midpoint and radius with an a priori bound on the rounding of numpy's matmul in any order
     (proofs/bounds.md#matmul): [M][V] lies in Mm Vm +/- R with
     R = |Mm| (Vr + g |Vm|) + Mr (|Vm| + Vr) + c eta, g = (c + 1) u >= gamma_c; the factors are
-    floored at 2^-900, and the float value of R times 1 + 4 (c + 4) u, plus 4 c eta, bounds R."""
+    floored at 2^-900, and the float value of R times 1 + 4 (c + 4) u, plus 4 c eta, bounds R.
+    ``pre``: :func:`matrix_mr` of the matrix (the same values, computed once)."""
     c = Mlo.shape[1]
     if c * 2.0**-53 > 0.001:
         raise ValueError("ivec: matrix too large")
@@ -226,9 +233,8 @@ def matmul(Mlo: np.ndarray, Mhi: np.ndarray, V: Iv) -> Iv:
     lo, hi = V.lo.reshape(c, -1), V.hi.reshape(c, -1)
     Vm = lo + (hi - lo) * 0.5
     Vr = _up(np.maximum(hi - Vm, Vm - lo))
-    Mm = Mlo + (Mhi - Mlo) * 0.5
-    Mr = _up(np.maximum(Mhi - Mm, Mm - Mlo))
-    aVm, aMm = np.abs(Vm), np.abs(Mm)
+    Mm, Mr, aMm = matrix_mr(Mlo, Mhi) if pre is None else pre
+    aVm = np.abs(Vm)
     g = (c + 1) * 2.0**-53
     R = aMm @ np.maximum(Vr + g * aVm, 2.0**-900) + Mr @ np.maximum(aVm + Vr, 2.0**-900)
     R = R * (1.0 + 4 * (c + 4) * 2.0**-53) + 4 * c * _ETA

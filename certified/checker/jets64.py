@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from flint import arb
 
-from .ivec import Iv, Series, exp_points, from_arb, matmul, series_conv
+from .ivec import Iv, Series, exp_points, from_arb, matmul, matrix_mr, series_conv
 from .program64 import Program
 from .taylor import ReplayError, _sin_range
 
@@ -205,6 +205,16 @@ def jets64(prog: Program, params: Iv, x0: Iv, seeds: Iv | None, order: int,
     return X
 
 
+def _nodes(index: np.ndarray, Z: dict, key: tuple):
+    """``index``, or the slice of the same nodes when they are consecutive (a view, no copy;
+    its values are only read), cached in Z."""
+    if key not in Z:
+        lo = int(index[0])
+        run = np.array_equal(index, np.arange(lo, lo + len(index)))
+        Z[key] = slice(lo, lo + len(index)) if run else index
+    return Z[key]
+
+
 def _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g, cv, node, mr) -> Iv:
     """Coefficient k of the nodes ``idx`` (one group) for every set; H: (order, nodes, sets,
     1 + g) coefficients so far; ``mr``: series products by midpoint-radius dot products."""
@@ -213,8 +223,8 @@ def _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g, cv, node, m
     def c(col: int, j: int = k) -> Iv:
         return H[j, args[:, col]]
 
-    def series(col: int) -> Iv:  # coefficients 0..k of argument col, along axis 0
-        return H[: k + 1, args[:, col]]
+    def series(col: int) -> Iv:  # coefficients 0..k of argument col, along axis 0 (read only)
+        return H[: k + 1, _nodes(args[:, col], Z, (gi, col))]
 
     if op == "x":
         Xk = X[k][:, args[:, 0]]  # (n, G, 1 + g)
@@ -239,18 +249,18 @@ def _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g, cv, node, m
             vlo, vhi, inner = cv.lo[cn], cv.hi[cn], cs >= 0
             vlo[inner], vhi[inner] = H.lo[0, cs[inner], 0, 0], H.hi[0, cs[inner], 0, 0]
             Mlo[rows, cols], Mhi[rows, cols] = vlo, vhi
-            Z[gi] = (Mlo, Mhi)
+            Z[gi], Z[gi, "mr"] = (Mlo, Mhi), matrix_mr(Mlo, Mhi)
         V = H[k, args[:, 0]]  # column -1 (the constant 1, if any) is the last: 1, then 0
         if args[-1, 0] == -1:
             V.lo[-1] = V.hi[-1] = 0.0
             V.lo[-1, :, 0] = V.hi[-1, :, 0] = float(k == 0)
-        return matmul(*Z[gi], V)
+        return matmul(*Z[gi], V, Z[gi, "mr"])
     if op == "mul" and (kind[0] or kind[1]):
         cc, vv = (0, 1) if kind[0] else (1, 0)
         return c(vv) * c(cc, 0)[..., :1]
     if op in ("mul", "sqr", "exp", "tanh", "sigmoid") and mr:
         return _series_group(op, args, k, H, Z, gi, n)
-    own = H[:k, idx]  # this group's coefficients 0..k-1
+    own = H[:k, _nodes(idx, Z, (gi, "own"))]  # this group's coefficients 0..k-1 (read only)
     if op in ("mul", "sqr", "exp", "tanh", "sigmoid"):
         B = series(1) if op == "mul" else None
         return _interval_group(op, series(0), B, own, k, Z, gi, H.shape[0])
