@@ -81,13 +81,25 @@ class SmoothBoxes:
 
 
 def _plan(problem, lo: np.ndarray, hi: np.ndarray):
-    """The step lengths and Taylor order of the engine run on the boxes' centres."""
+    """The step lengths and Taylor order of the engine run on the boxes' centres (any steps
+    are valid: tightness only), and the boxes whose centre's flow fails (their messages): the
+    centres are then run one at a time and the steps taken from those that pass."""
     from certified.flow.api import enclose_flow
 
-    res = enclose_flow(problem, 0.5 * lo + 0.5 * hi)
-    if res.status.value != "success":
+    centres = 0.5 * lo + 0.5 * hi
+    res = enclose_flow(problem, centres)
+    if res.status.value == "success":
+        return res.hints["steps"], res.hints["order"], {}
+    plan, bad = None, {}
+    for i in range(centres.shape[0]):
+        one = enclose_flow(problem, centres[i : i + 1])
+        if one.status.value == "success":
+            plan = plan or one
+        else:
+            bad[i] = f"box {i}: the flow from its centre fails ({one.message})"
+    if plan is None:
         raise _PlanError(res.message)
-    return res.hints["steps"], res.hints["order"]
+    return plan.hints["steps"], plan.hints["order"], bad
 
 
 class _PlanError(Exception):
@@ -215,8 +227,8 @@ def split_smooth_boxes(
     tree cover its box exactly (cuts at doubles strictly inside), as the checker verifies.
     """
     lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
-    steps, K = _plan(problem, lo, hi)
-    leaves = [_Leaf(i, lo[i].copy(), hi[i].copy()) for i in range(lo.shape[0])]
+    steps, K, bad = _plan(problem, lo, hi)
+    leaves = [_Leaf(i, lo[i].copy(), hi[i].copy()) for i in range(lo.shape[0]) if i not in bad]
     _advance(problem, leaves, steps, K)
     splits = 0
     while splits < max_splits:
@@ -236,13 +248,15 @@ def split_smooth_boxes(
     out = SmoothBoxes(lo=np.zeros((0, lo.shape[1])), hi=np.zeros((0, lo.shape[1])),
                       owner=np.zeros(0, dtype=int), enc_lo=None, enc_hi=None,
                       steps=steps, order=K, splits=splits)  # fmt: skip
-    kept = []
+    kept, out.failed = [], dict(bad)
     for i in range(lo.shape[0]):
+        if i in bad:
+            continue
         mine = sorted((x for x in leaves if x.box == i), key=lambda x: [s for _, _, s in x.path])
-        bad = [k for k, x in enumerate(mine) if x.enc[0] is None]
-        if bad:
-            x = mine[bad[0]]
-            where = f"sub-box {bad[0]} of {len(mine)} [{_show(x.lo)}, {_show(x.hi)}]"
+        broken = [k for k, x in enumerate(mine) if x.enc[0] is None]
+        if broken:
+            x = mine[broken[0]]
+            where = f"sub-box {broken[0]} of {len(mine)} [{_show(x.lo)}, {_show(x.hi)}]"
             out.failed[i] = f"box {i}, {where}: {x.why or 'failed'}"
             continue
         out.trees[i] = _tree(mine)
