@@ -73,7 +73,7 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
                        f"operations {', '.join(SUPPORTED)}")  # fmt: skip
     # per step: order-K series over every node (twice), order-m duals (d+1 parts, three
     # times), the d x d Lohner algebra; precision scales the word operations
-    if replay_cost(field, n, total, K, mean, prec, arithmetic) > MAX_TAYLOR_OPS:
+    if replay_cost(field, n, total, K, mean, prec, arithmetic, doubleton) > MAX_TAYLOR_OPS:
         raise Rejected(f"resource limit: the replay needs more than {MAX_TAYLOR_OPS} operations")
     boxes, apriori = a_priori_hints(hints, prior, arithmetic, steps, n, d)
     with flint.ctx.workprec(prec):

@@ -107,16 +107,21 @@ def lohner_step(field, params, S: LohnerSet, h: fmpq, box, K: int, m: int) -> Lo
     at = field_jets(field, params, S.centre, None, K - 1)
     # the increment y - x^ = sum_{k>=1} x_k h^k: rounding errors scale with it, not with x^
     inc = [hb * _poly([at[k][i][0] for k in range(1, K)] + [rem[i][0]], hb) for i in range(d)]
-    vrem = field_jets(field, params, B, VB, m, wide=True)[m]
-    vx = field_jets(field, params, X, ident, m - 1, wide=True)
-    J = arb_mat([[_poly([vx[k][i][1 + j] for k in range(m)] + [vrem[i][1 + j]], hb)
-                  for j in range(d)] for i in range(d)])  # fmt: skip
+    sB, sX = VB, ident
+    if S.M is not None:  # doubleton: seeds [I | M], [V_B | V_B M] also give J M directly
+        VM = arb_mat(VB) * S.M
+        sB = [VB[i] + [VM[i, j] for j in range(d)] for i in range(d)]
+        sX = [ident[i] + [S.M[i, j] for j in range(d)] for i in range(d)]
+    vrem = field_jets(field, params, B, sB, m, wide=True)[m]
+    vx = field_jets(field, params, X, sX, m - 1, wide=True)
+    J, AM = (arb_mat([[_poly([vx[k][i][1 + j] for k in range(m)] + [vrem[i][1 + j]], hb)
+                       for j in range(o, o + d)] for i in range(d)])
+             for o in (0, d if S.M is not None else 0))  # fmt: skip
     A = J * S.C
     centre = [arb((c + v.mid()).mid()) for c, v in zip(S.centre, inc, strict=True)]
     z = arb_mat([[(S.centre[i] - centre[i]) + inc[i]] for i in range(d)])
     M = None
     if S.M is not None:  # doubleton (proofs/bounds.md#doubleton)
-        AM = J * S.M
         M = AM.mid()
         z = z + (AM - M) * S.U
     size = [sum((A[r, c] * A[r, c] for r in range(d)), _ZERO).mid() * S.r[c, 0].rad()
@@ -129,19 +134,21 @@ def lohner_step(field, params, S: LohnerSet, h: fmpq, box, K: int, m: int) -> Lo
     return LohnerSet(centre, C, (Ci * A) * S.r + Ci * z, M, S.U)
 
 
-def replay_cost(field, n: int, steps: int, K: int, m: float, prec: int, arithmetic="arb") -> int:
+def replay_cost(field, n: int, steps: int, K: int, m: float, prec: int, arithmetic="arb",
+                doubleton: bool = False) -> int:  # fmt: skip
     """Estimated cost of ``replay_flow`` in arb operations (about 0.1 us each; m: the mean
-    variational order), proofs/format.md section 7, cost."""
+    variational order; doubletons carry 2d duals), proofs/format.md section 7, cost."""
     d = field.dimension
+    g = 2 * d if doubleton else d  # the variational duals
     if arithmetic == "float64":  # float64 intervals: numpy calls per step, cells per set
         groups, active, conv = _shape(field)
         calls = 10 * groups * (2 * K + 2 * m + 1) + 15 * min(conv, 4) * (K * K + 2 * m * m)
-        cells = 15 * active * (2 * K + (d + 1) * (2 * m + 1)) + 15 * conv * (
-            K * K + (d + 1) * m * m
+        cells = 15 * active * (2 * K + (g + 1) * (2 * m + 1)) + 15 * conv * (
+            K * K + (g + 1) * m * m
         )
         return int(steps * (5 * calls + n * (cells // 40 + 8 * d**3)))
     return int(
-        n * steps * (field.cost * (K * K + 3 * (d + 1) * m * m) + 20 * d**3) * (1 + prec // 256)
+        n * steps * (field.cost * (K * K + 3 * (g + 1) * m * m) + 20 * d**3) * (1 + prec // 256)
     )
 
 

@@ -34,6 +34,10 @@ def _matvec(C: np.ndarray, r: Iv) -> Iv:
     return r[:, None, :].scale(C).sum(axis=2)
 
 
+def _cat(a: Iv, b: Iv) -> Iv:
+    return Iv(np.concatenate([a.lo, b.lo], axis=2), np.concatenate([a.hi, b.hi], axis=2))
+
+
 def _imatmul(P: Iv, Q: Iv) -> Iv:
     """P Q for interval matrices (n, d, d): all products (n, d, d, d), then one sum."""
     return (P[:, :, :, None] * Q[:, None, :, :]).sum(axis=2)
@@ -128,18 +132,22 @@ def lohner_step64(prog: Program, params: Iv, S: Sets, h: fmpq, B: Iv, K: int, m:
                     np.broadcast_to(e[:, None, None], (n, d, d)).copy())  # fmt: skip
     # the variational series over B (remainder, seeds V_B) and over X (seeds I), the order-K
     # series at the centres and over B (remainder: the variational call's values if m >= K)
-    var = jets64(prog, params, _stack(B, X), _stack(VB, ident), m)
+    sB, sX = VB, ident
+    if S.M is not None:  # doubleton: seeds [I | M], [V_B | V_B M] also give J M directly
+        Mi = _point(S.M)
+        sB, sX = _cat(VB, _imatmul(VB, Mi)), _cat(ident, Mi)
+    var = jets64(prog, params, _stack(B, X), _stack(sB, sX), m)
     both = jets64(prog, params, _point(S.centre) if m >= K else _stack(_point(S.centre), B),
                   None, K - 1 if m >= K else K)  # fmt: skip
     rem = var[K][:n, :, 0] if m >= K else both[K][n:, :, 0]
     inc = hb * _poly([both[k][:n, :, 0] for k in range(1, K)] + [rem], hb)
-    J = _poly([var[k][n:, :, 1:] for k in range(m)] + [var[m][:n, :, 1:]], hb)  # (n, d, d)
+    J = _poly([var[k][n:, :, 1 : d + 1] for k in range(m)] + [var[m][:n, :, 1 : d + 1]], hb)
     A = (J[:, :, :, None].scale(S.C[:, None, :, :])).sum(axis=2)  # J C, C exact
     centre = S.centre + (inc.lo + inc.hi) / 2  # any doubles
     z = (_point(S.centre) - _point(centre)) + inc
     M = None
     if S.M is not None:  # doubleton: J M u in M' u + (J M - M') U, M' = mid(J M)
-        AM = (J[:, :, :, None].scale(S.M[:, None, :, :])).sum(axis=2)
+        AM = _poly([var[k][n:, :, d + 1 :] for k in range(m)] + [var[m][:n, :, d + 1 :]], hb)
         M = (AM.lo + AM.hi) / 2  # any doubles
         z = z + _imatvec(AM - _point(M), S.U)
     Am = (A.lo + A.hi) / 2
