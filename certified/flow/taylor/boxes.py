@@ -168,6 +168,17 @@ def _advance(problem, leaves: list[_Leaf], steps, K: int) -> None:
             leaf.enc, leaf.why = (None, None), "the enclosure is not finite"
 
 
+def _most_leaves(problem, steps, K: int) -> int:
+    """The most sets whose replay stays within the checker's limit (rule taylor-lohner's cost,
+    doubletons, the float64 replay): the producer's budget before any work."""
+    from certified.checker.lohner import MAX_TAYLOR_OPS, replay_cost
+
+    field, total = problem.field.expression, sum(len(s) for s in steps)
+    one = replay_cost(field, 1, total, K, JACOBIAN_ORDER, 53, "float64", True)
+    per = replay_cost(field, 2, total, K, JACOBIAN_ORDER, 53, "float64", True) - one
+    return max(1, int((MAX_TAYLOR_OPS - one) / max(per, 1)))
+
+
 def _subset(S, keep):
     from certified.checker.ivec import Iv
 
@@ -228,13 +239,19 @@ def split_smooth_boxes(
     """
     lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
     steps, K, bad = _plan(problem, lo, hi)
+    most = _most_leaves(problem, steps, K)
+    if lo.shape[0] - len(bad) > most:
+        raise _PlanError(
+            f"the checker's replay of {lo.shape[0]} boxes would be over its limit (at most about "
+            f"{most} boxes or sub-boxes per certificate): split the file"
+        )
     leaves = [_Leaf(i, lo[i].copy(), hi[i].copy()) for i in range(lo.shape[0]) if i not in bad]
     _advance(problem, leaves, steps, K)
     splits = 0
     while splits < max_splits:
         worst = sorted((x for x in leaves if _bad(x, ratio) > ratio), key=lambda x: -_bad(x, ratio))
         new = []
-        for leaf in worst[: max_splits - splits]:
+        for leaf in worst[: min(max_splits - splits, most - len(leaves))]:
             halves = _bisect(leaf)
             if halves is None:
                 continue
