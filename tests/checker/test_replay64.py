@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from certified.checker.ivec import Iv, exp_points, from_fmpq, matmul
+from certified.checker.ivec import Iv, dn, exp_points, from_fmpq, matmul, matrix_mr, up
 from certified.checker.jets64 import Program, _monotone, jets64
 from certified.checker.lohner import SUPPORTED, replay_flow, supported
 from certified.checker.taylor import OPERATIONS, ReplayError, field_jets
@@ -64,6 +64,37 @@ def test_elementary_operations_contain_the_exact_results(rows):
                 for x in ends_a:
                     for y in ends_b:
                         assert _contains(out, i, x / y)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(finite, finite, finite, finite), min_size=1, max_size=8))
+@example([(0.0, -0.0, -0.0, 0.0)])  # signed zeros: the same zero as the reference
+@example([(-2.0, 3.0, -5.0, 7.0)])  # both straddle zero
+def test_products_are_the_archived_formula_bit_for_bit(rows):
+    """The products (computed into their own temporaries since issue 18) equal the formula
+    the archived certificates were replayed with: min / max of the four end-point products,
+    then dn / up; arrays and 0-d values alike."""
+    a = _iv([(r[0], r[1]) for r in rows])
+    b = _iv([(r[2], r[3]) for r in rows])
+    with np.errstate(all="ignore"):
+        for x, y in ((a, b), (a[0], b[0]), (a[:, None], b[None, :])):
+            p = (x.lo * y.lo, x.lo * y.hi, x.hi * y.lo, x.hi * y.hi)
+            lo = dn(np.minimum(np.minimum(p[0], p[1]), np.minimum(p[2], p[3])))
+            hi = up(np.maximum(np.maximum(p[0], p[1]), np.maximum(p[2], p[3])))
+            out = x * y
+            for got, want in ((out.lo, lo), (out.hi, hi)):
+                assert np.array_equal(got, want, equal_nan=True)
+                assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_matmul_with_the_matrix_prepared_once_is_the_same():
+    rng = np.random.default_rng(3)
+    M = rng.standard_normal((4, 5))
+    Mlo, Mhi = M - 1e-3, M + 1e-3
+    V = rng.standard_normal((5, 6, 2))
+    V = Iv(V, V + 1e-9)
+    plain, pre = matmul(Mlo, Mhi, V), matmul(Mlo, Mhi, V, matrix_mr(Mlo, Mhi))
+    assert np.array_equal(plain.lo, pre.lo) and np.array_equal(plain.hi, pre.hi)
 
 
 @settings(max_examples=100, deadline=None)
