@@ -135,6 +135,13 @@ class Iv:
     def __add__(self, o: Iv) -> Iv:
         return Iv(_down(self.lo + o.lo), _up(self.hi + o.hi))
 
+    def add_into(self, o: Iv) -> None:
+        """``self = self + o`` in place (self's arrays may be views): the values of ``+``."""
+        self.lo += o.lo
+        _down(self.lo)
+        self.hi += o.hi
+        _up(self.hi)
+
     def __sub__(self, o: Iv) -> Iv:
         return Iv(_down(self.lo - o.hi), _up(self.hi - o.lo))
 
@@ -159,6 +166,11 @@ class Iv:
         """Times the exact float array ``c`` (broadcast)."""
         a, b = self.lo * c, self.hi * c
         return Iv(_down(np.minimum(a, b)), _up(np.maximum(a, b)))
+
+    def scale_pos(self, c) -> Iv:
+        """Times the exact positive doubles ``c`` (broadcast): the same values as
+        :meth:`scale` (rounding is monotone, so lo c <= hi c), two passes fewer."""
+        return Iv(_down(self.lo * c), _up(self.hi * c))
 
     def divide_int(self, k: int) -> Iv:
         """Divided by the positive integer k (exact as a double: k < 2^53)."""

@@ -24,7 +24,7 @@ def _dual_mul(a: Iv, b: Iv) -> Iv:
     """Products of duals ``[a0 b0, a0 b' + a' b0]`` along the last axis."""
     out = a[..., :1] * b
     if out.shape[-1] > 1:
-        out[..., 1:] = out[..., 1:] + a[..., 1:] * b[..., :1]
+        out[..., 1:].add_into(a[..., 1:] * b[..., :1])
     return out
 
 
@@ -45,7 +45,7 @@ def _conv(A: Iv, B: Iv, k: int, lo: int = 0, hi: int | None = None, w: bool = Fa
     terms = _dual_mul(A[lo : hi + 1], B[k - hi : k - lo + 1][::-1])
     if w:
         j = np.arange(lo, hi + 1, dtype=float).reshape((-1,) + (1,) * (terms.lo.ndim - 1))
-        terms = terms.scale(j)
+        terms = terms.scale_pos(j)  # j >= lo >= 1
     return terms.sum(axis=0)
 
 
@@ -56,7 +56,7 @@ def _wconv(A: Iv, B: Iv, k: int) -> Iv:
 
 def _square(A: Iv, k: int) -> Iv:
     """sum_{j=0..k} A_j A_{k-j} = 2 sum_{j < k/2} A_j A_{k-j} + [k even] A_{k/2}^2."""
-    twice = _conv(A, A, k, 0, (k - 1) // 2).scale(np.float64(2)) if k else None
+    twice = _conv(A, A, k, 0, (k - 1) // 2).scale_pos(np.float64(2)) if k else None
     mid = _dual_mul(A[k // 2], A[k // 2]) if k % 2 == 0 else None
     return mid if twice is None else twice if mid is None else twice + mid
 

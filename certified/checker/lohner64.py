@@ -50,7 +50,7 @@ def _imatvec(P: Iv, r: Iv) -> Iv:
 def _poly(coefs: list[Iv], h: Iv) -> Iv:
     out, point = coefs[-1], h.lo[0] == h.hi[0]  # a dyadic step: products by a double
     for c in reversed(coefs[:-1]):
-        out = (out.scale(h.lo[0]) if point else out * h) + c
+        out = (out.scale_pos(h.lo[0]) if point else out * h) + c  # h > 0
     return out
 
 

@@ -73,7 +73,7 @@ def test_elementary_operations_contain_the_exact_results(rows):
 def test_products_are_the_archived_formula_bit_for_bit(rows):
     """The products (computed into their own temporaries since issue 18) equal the formula
     the archived certificates were replayed with: min / max of the four end-point products,
-    then dn / up; arrays and 0-d values alike."""
+    then dn / up; arrays and 0-d values alike; products by positive doubles likewise."""
     a = _iv([(r[0], r[1]) for r in rows])
     b = _iv([(r[2], r[3]) for r in rows])
     with np.errstate(all="ignore"):
@@ -82,6 +82,10 @@ def test_products_are_the_archived_formula_bit_for_bit(rows):
             lo = dn(np.minimum(np.minimum(p[0], p[1]), np.minimum(p[2], p[3])))
             hi = up(np.maximum(np.maximum(p[0], p[1]), np.maximum(p[2], p[3])))
             out = x * y
+            pos = np.abs(y.lo) + 1.0  # positive doubles: scale_pos is scale
+            sp, sc = x.scale_pos(pos), x.scale(pos)
+            assert np.array_equal(sp.lo, sc.lo, equal_nan=True)
+            assert np.array_equal(sp.hi, sc.hi, equal_nan=True)
             for got, want in ((out.lo, lo), (out.hi, hi)):
                 assert np.array_equal(got, want, equal_nan=True)
                 assert np.array_equal(np.signbit(got), np.signbit(want))
