@@ -156,6 +156,7 @@ def test_a_cycle_would_be_found():
 NUMPY_IN_CHECKER = {
     "certified.checker._relu_vec_rule": "proofs/checker_soundness.md#relu-vectorised",
     "certified.checker._relu_vec_plan": "proofs/checker_soundness.md#relu-vectorised",
+    "certified.checker._relu_mv_rule": "proofs/checker_soundness.md#relu-vectorised",
     "certified.checker.ivec": "proofs/checker_soundness.md#float-intervals",
     "certified.checker.jets64": "proofs/checker_soundness.md#float-intervals",
     "certified.checker.program64": "proofs/checker_soundness.md#float-intervals",

@@ -156,11 +156,12 @@ def _matvec(xm, V, P, absP, F, b=None):
     return Zm, rad(r)
 
 
-def region_step(vp: VecPiece, c, r, h, cache, straddle: bool = False):
+def region_step(vp: VecPiece, c, r, h, cache, straddle: bool = False, span: bool = False):
     """One region step of length h (exact doubles, per row) from B(c, r): (ok, c', r'), ok where
     every checked neuron keeps the sign of the centre's region with its margin
     (bounds.md#relu-vec-tail, #relu-vec-lognorm, #relu-vec-region); ``straddle``: the tube may
-    reach the wrong side of some planes, which adds E = phi h e^(h mu) (#relu-vec-straddle)."""
+    reach the wrong side of some planes, which adds E = phi h e^(h mu) (#relu-vec-straddle);
+    ``span``: also the neurons' ranges over the step where ok (bounds.md#relu-mv)."""
     n, d = c.shape
     K = vp.K
     zm, zr = np.empty((K, n, vp.p)), np.empty((K, n, vp.p))
@@ -207,7 +208,14 @@ def region_step(vp: VecPiece, c, r, h, cache, straddle: bool = False):
     if straddle:
         ok, E = _straddle(vp, zm, zr, active, tube, up(h * growth))
         return ok, Sm, up(up(tube + E) + norm_up(Sr))
-    ok = _signs(zm, zr, active, vp.check, up(tube[:, None] * vp.anorm[None, :]))
+    m = up(tube[:, None] * vp.anorm[None, :])
+    ok = _signs(zm, zr, active, vp.check, m)
+    if span:  # q(theta) in q_0 + theta q_1 + sum_{k>=2} |q_k| [-1, 1], plus the margin m
+        lo, hi = dn(zm - zr), up(zm + zr)
+        r2 = _sum_up(np.maximum(np.abs(lo[2:]), np.abs(hi[2:])))
+        zlo = dn(dn(dn(lo[0] + np.minimum(lo[1], 0.0)) - r2) - m)
+        zhi = up(up(up(hi[0] + np.maximum(hi[1], 0.0)) + r2) + m)
+        return ok, Sm, up(tube + norm_up(Sr)), (zlo, zhi)
     return ok, Sm, up(tube + norm_up(Sr))
 
 
@@ -334,9 +342,14 @@ def _starts(sets: list, boxes: bool):
     return c, r
 
 
-def replay_relu_vectorised(pieces: list, sets: list, hints: Any, al: flint.fmpq, boxes: bool):
+def replay_relu_vectorised(pieces: list, sets: list, hints: Any, al, boxes: bool, trace=None):
     """The replay of rule relu-vectorised: (lo, hi, failed), lo and hi (N x d doubles) around
-    the final balls, failed {set: (piece, step)} of the region steps not certified."""
+    the final balls, failed {set: (piece, step)} of the region steps not certified. Boxes with
+    ``hints.form``: the mean-value form (_relu_mv_rule.py; ``trace`` collects its diagnostics)."""
+    if boxes and isinstance(hints, dict) and "form" in hints:  # bounds.md#relu-mv
+        from ._relu_mv_rule import replay_mean_value
+
+        return replay_mean_value(pieces, sets, hints, al, trace)
     fields(hints, "hints", ("method", "pieces", "steps"))
     if not _fpu_ok():
         raise Rejected("floating point: not round-to-nearest with gradual underflow here")

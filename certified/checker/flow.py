@@ -76,11 +76,12 @@ class Piece:
         return a
 
 
-def replay_relu_vectorised(pieces: list[Piece], sets: list, hints: Any, al: Any, boxes: bool):
+def replay_relu_vectorised(pieces: list[Piece], sets: list, hints: Any, al: Any, boxes: bool,
+                           trace: Any = None):  # fmt: skip
     """Rule relu-vectorised's replay, for producers: (lo, hi, failed) (see _relu_vec_rule)."""
     from ._relu_vec_rule import replay_relu_vectorised as replay
 
-    return replay(pieces, sets, hints, al, boxes)
+    return replay(pieces, sets, hints, al, boxes, trace)
 
 
 def relu_vectorised_limits() -> tuple[int, tuple[int, int, int]]:

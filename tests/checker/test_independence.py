@@ -17,7 +17,7 @@ ALLOWED_TOP_LEVEL = set(sys.stdlib_module_names) | {"flint"}
 # numpy, imported lazily by one rule (never on import of the checker; argued in
 # proofs/checker_soundness.md#relu-vectorised)
 NUMPY_RULES = {"_relu_vec_rule.py", "_relu_vec_plan.py", "ivec.py", "jets64.py", "lohner64.py",
-               "program64.py", "sensitivity64.py"}  # fmt: skip
+               "program64.py", "sensitivity64.py", "_relu_mv_rule.py"}  # fmt: skip
 
 
 def _imports(path: Path):
@@ -97,6 +97,9 @@ RULE_ALLOWANCES: dict[str, int] = {
     # signs, regulariser, loss), transformer-match / -cluster and lipschitz-domain)
     "_reader.py": 67,  # issue 11: bytes -> JSON moved out of _parse.py (+12 net), duplicate
     # keys without lists of pairs, MAX_KEYS distinct keys, the bytes dropped once decoded
+    "_relu_mv_rule.py": 215,  # issue 18: boxes of rule relu-vectorised in mean-value form
+    # (hints.form, proofs/bounds.md#relu-mv), +13 _relu_vec_rule.py (span, dispatch), +3 its
+    # cost in _relu_vec_plan.py, +1 flow.py (the producers' replay passes a trace)
 }
 
 

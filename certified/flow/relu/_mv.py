@@ -1,0 +1,153 @@
+"""Boxes of ReLU flows in mean-value form (rule relu-vectorised, ``hints.form`` "mean-value").
+
+A box is carried as ``c + [J] u + E`` (proofs/bounds.md#relu-mv): the centre by the point steps
+of the vectorised engine, ``[J]`` by enclosures of the transition matrices of
+``delta' = W D(t) A delta``, with each neuron's slope exactly 1 or alpha where its sign is
+decided over the whole set during the step and the interval ``[alpha, 1]`` where it is not.
+The checker's replay (``certified.checker.flow.replay_relu_vectorised``) is the only
+implementation of that arithmetic: this module only chooses where steps end (untrusted). It
+starts from the centre's own steps, then cuts every step on which some neuron was undecided
+into ``parts`` equal steps (the Clarke interval then acts for a shorter time), ``refine``
+times; a region step that the replay does not certify is halved, then made a window.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import flint
+import numpy as np
+
+from certified.errors import InputError
+
+__all__ = ["MeanValueBoxes", "mean_value_boxes", "mean_value_certificate"]
+
+
+@dataclass
+class MeanValueBoxes:
+    """The hints of a mean-value certificate and the replay's enclosures of the boxes."""
+
+    hints: dict  # {"method", "form", "pieces", "steps"}
+    lo: np.ndarray  # (n, d) doubles, enclosures of the images of the boxes
+    hi: np.ndarray
+    steps: int  # steps taken, all sets and pieces
+    undecided: int  # set-steps with an undecided neuron, after refinement
+
+
+def _tokens(text: str, hint: dict, tau: flint.fmpq) -> list[list]:
+    k = hint["tick"]
+    left = int((tau * flint.fmpq(2) ** k).floor() if k >= 0 else (tau / 2 ** (-k)).floor())
+    out = []
+    for m in re.finditer(r"R|([rw])([0-9]+)", text):
+        kind, t = ("r", min(hint["step"], left)) if m[0] == "R" else (m[1], int(m[2]))
+        out.append([kind, t])
+        left -= t
+    return out
+
+
+def _text(toks: list[list], hint: dict) -> str:
+    return "".join("R" if k == "r" and t == hint["step"] else f"{k}{t}" for k, t in toks)
+
+
+def mean_value_boxes(schedule, lo: np.ndarray, hi: np.ndarray, *, refine: int = 2,
+                     parts: int = 8, repairs: int = 24) -> MeanValueBoxes:  # fmt: skip
+    """Enclosures of the images of the double boxes ``[lo, hi]`` (n x d) in mean-value form,
+    with the hints that let the checker replay them.
+
+    Raises
+    ------
+    InputError
+        The replay is over the checker's resource limit, or a step could not be repaired.
+
+    Guarantee: ``Phi_T(box n)`` lies in ``[lo[n], hi[n]]`` (the checker's own replay).
+    """
+    from certified.checker import Rejected
+    from certified.checker.flow import Piece, replay_relu_vectorised
+    from certified.flow.api import enclose_flow
+
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    n, d = lo.shape
+    centres = 0.5 * (lo + hi)
+    plan = enclose_flow(schedule, centres, method="vectorised").hints["plan"]
+    js = schedule.to_json()
+    pieces = [Piece(p, f"pieces[{j}]", d) for j, p in enumerate(js["pieces"])]
+    al = flint.fmpq(0) if schedule.activation.value == "relu" else schedule.slope
+    taus = [p.duration for p in schedule.pieces]
+    toks = [
+        [_tokens(part, h, t) for part, h, t in zip(s.split("/"), plan["pieces"], taus, strict=True)]
+        for s in plan["steps"]
+    ]
+
+    def exact(v: float) -> flint.fmpq:
+        return flint.fmpq(*v.as_integer_ratio())
+
+    pairs = zip(lo.tolist(), hi.tolist(), strict=True)
+    sets = [[(exact(a), exact(b)) for a, b in zip(x, y, strict=True)] for x, y in pairs]
+    base = {"method": "relu-vectorised", "form": "mean-value", "pieces": plan["pieces"]}
+    out_lo, out_hi = np.empty((n, d)), np.empty((n, d))
+    todo, tries, passes, und = list(range(n)), [0] * n, [0] * n, 0
+    for _ in range(repairs + refine + 1):
+        steps = ["/".join(_text(t, h) for t, h in zip(toks[q], plan["pieces"], strict=True))
+                 for q in todo]  # fmt: skip
+        trace: list = []
+        try:
+            a, b, failed = replay_relu_vectorised(
+                pieces, [sets[q] for q in todo], {**base, "steps": steps}, al, True, trace
+            )
+        except Rejected as exc:
+            raise InputError(f"no certificate: the checker would refuse it ({exc})") from None
+        out_lo[todo], out_hi[todo] = a, b
+        again = set()
+        for i, (j, s) in failed.items():  # repairs: halve a region step, then a window
+            q = todo[i]
+            tries[q] += 1
+            kind, t = toks[q][j][s]
+            toks[q][j][s : s + 1] = (
+                [["r", t // 2], ["r", t - t // 2]] if tries[q] <= 3 and t >= 2 else [["w", t]]
+            )
+            again.add(q)
+        und = 0
+        for j, log in enumerate(trace):  # refinement: cut steps with undecided neurons
+            cuts: dict = {}
+            for s, sel, count in log:
+                for i in sel[count > 0].tolist():
+                    und += 1
+                    q = todo[i]
+                    if passes[q] < refine and q not in again and s < len(toks[q][j]):
+                        cuts.setdefault(q, []).append(s)
+            for q, ss in cuts.items():
+                for s in sorted(ss, reverse=True):
+                    kind, t = toks[q][j][s]
+                    m = min(parts, t)
+                    if kind == "r" and m > 1:
+                        toks[q][j][s : s + 1] = [["r", t // m + (r < t % m)] for r in range(m)]
+                again.add(q)
+        for q in again:
+            passes[q] += 1
+        todo = sorted(again)
+        if not todo:
+            break
+        if max(tries[q] for q in todo) > repairs:
+            raise InputError(f"no certificate: a box still fails after {repairs} repairs")
+    steps = ["/".join(_text(t, h) for t, h in zip(tq, plan["pieces"], strict=True)) for tq in toks]
+    total = sum(len(t) for tq in toks for t in tq)
+    return MeanValueBoxes({**base, "steps": steps}, out_lo, out_hi, total, und)
+
+
+def mean_value_certificate(schedule, lo: np.ndarray, hi: np.ndarray, **options) -> dict:
+    """A certificate of rule relu-vectorised (mean-value form) for the double boxes [lo, hi]:
+    the claims are the checker's own replay (:func:`mean_value_boxes`, same options).
+
+    Guarantee: none (the checker decides)."""
+    from certified.certificates import flow_certificate
+
+    mv = mean_value_boxes(schedule, lo, hi, **options)
+    # a margin of 2^-30 of the width (+ 2^-50 relative): BLAS may sum in another order elsewhere
+    pad = (mv.hi - mv.lo) * 2.0**-30 + (np.abs(mv.lo) + np.abs(mv.hi)) * 2.0**-50
+    mv.lo, mv.hi = mv.lo - pad, mv.hi + pad
+    boxes = np.stack([np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)], axis=-1)
+    enc = np.stack([mv.lo, mv.hi], axis=-1)
+    return flow_certificate(
+        schedule, None, enclosures=enc, method="relu-vectorised", extra_hints=mv.hints, boxes=boxes
+    )
