@@ -395,7 +395,7 @@ def test_claims_the_replay_misses_fall_back_to_the_replayed_claims(tmp_path, cap
     # writer's re-check rejects them it replays as the checker does and claims that instead
     import certified.certificates.field_flow as field_flow
 
-    def unwidened(result):  # points as claims: the checker's replay cannot fall within them
+    def unwidened(result, factor):  # points as claims: the checker's replay cannot fall within them
         lo = result.enclosures.lo.astype(float)
         return [[[[repr(a), repr(a)] for a in row] for row in L] for L in lo.tolist()]
 
