@@ -1,10 +1,11 @@
 """Boxes of rule relu-vectorised in mean-value form (``hints.form`` "mean-value"): a box is
-carried as ``c + [J] u + E`` (u in the box minus its centre, ``[J]`` an interval matrix, ``E`` a
-box around 0); the centre ``c`` advances by the point steps of the plan (region steps ``R``,
-``r<m>``, windows ``w<m>``), ``[J]`` by an enclosure of the transition matrices of
-``delta' = W D(t) A delta`` over the step, ``D(t)`` diagonal with each neuron's difference
-quotient of sigma: exactly 1 or alpha where the neuron's sign is decided over the whole set
-through the step, ``[alpha, 1]`` where not (proofs/bounds.md#relu-mv)."""
+carried as a zonotope ``c + G xi + [-e, e]`` (|xi|_inf <= 1, G doubles, initially diag(r0)); the
+centre ``c`` advances by the point steps of the plan (region steps ``R``, ``r<m>``, windows
+``w<m>``), ``G`` by ``e^(h M_mid)`` with ``M_mid = W diag(s_mid) A``; each neuron's difference
+quotient of sigma between a trajectory of the set and the centre's lies in ``[lo, hi]``
+(exactly 1 or alpha where the sign is decided over the whole set), and the difference to
+``s_mid`` is injected as one generator along ``w_i`` per undecided neuron
+(proofs/bounds.md#relu-mv)."""
 
 from __future__ import annotations
 
@@ -80,16 +81,16 @@ def _psi(vp: VecPiece, sm, sr, h, whole: bool = False):
     return Sm, up(Sr + coef[:, None, None])
 
 
-def jacobian_step(vp: VecPiece, S, r0, span, h, ball, whole: bool = False):
-    """One step of the sets c + [J] u + [-e, e] (|u| <= r0 componentwise, [J] = <Jm, Jr>) over a
-    time in [0, h], given ``span`` (enclosures of the centre's neuron values over the step) and
-    ``ball`` (the radius of the centre's image): ([J'], e') and per set the number of neurons
-    whose sign is not decided over the set (bounds.md#relu-mv)."""
-    (Jm, Jr, e), (zlo, zhi) = S, span
-    d = vp.d
-    Gm, Gr = _mm(vp.A, None, Jm, Jr, d)  # A [J]: (n, p, d)
-    g = up(_nn((up(np.abs(Gm) + Gr) @ r0[..., None])[..., 0], d) + _nn(e @ vp.Aabs, d))
-    D = norm_up(up(_nn((up(np.abs(Jm) + Jr) @ r0[..., None])[..., 0], d) + e))
+def zonotope_step(vp: VecPiece, S, span, h, ball, whole: bool = False):
+    """One step of the sets c + G xi + [-e, e] (|xi|_inf <= 1; G doubles (n, d, m)) over a time
+    in [0, h] (``whole``: any time in [0, h]), given ``span`` (the centre's neuron values over
+    the step) and ``ball`` (the radius of the centre's image): (G', e') and per set the number
+    of neurons whose sign is not decided over the set (bounds.md#relu-mv)."""
+    (G, e), (zlo, zhi) = S, span
+    d, p, m = vp.d, vp.p, G.shape[2]
+    AGm, AGr = _mm(vp.A, None, G, None, d)  # A G: (n, p, m)
+    g = up(_nn(up(np.abs(AGm) + AGr).sum(axis=2), m) + _nn(e @ vp.Aabs, d))
+    D = norm_up(up(_nn(np.abs(G).sum(axis=2), m) + e))
     grow = up(up(vp.L * h) + up(up(vp.L * h) ** 2))  # e^x - 1 <= x + x^2 on [0, 1]
     spread = up(g + up(vp.anorm[None, :] * up(grow * D)[:, None]))
     on, off = dn(zlo - spread) >= 0, up(zhi + spread) <= 0  # decided over the whole set
@@ -102,10 +103,37 @@ def jacobian_step(vp: VecPiece, S, r0, span, h, ball, whole: bool = False):
     )
     sm = 0.5 * (lo + hi)
     sr = np.where(lo == hi, 0.0, rad(np.maximum(hi - sm, sm - lo)))
-    Pm, Pr = _psi(vp, sm, sr, h, whole)
-    Jn = _mm(Pm, Pr, Jm, Jr, d)
-    en = up(_nn((up(np.abs(Pm) + Pr) @ e[..., None])[..., 0], d) + ball[:, None])
-    return (*Jn, en), (~(on | off)).sum(axis=1)
+    Qm, Qr = _psi(vp, sm, sr, h, True)  # every transition over a time in [0, h]
+    AQm, AQr = _mm(vp.A, None, Qm, Qr, d)
+    Tm, Tr = _mm(AQm, AQr, G, None, d)  # |a_i^T delta(s)| <= |A [Q] G| 1 + |A [Q]| e
+    tight = up(
+        _nn(up(np.abs(Tm) + Tr).sum(axis=2), m)
+        + _nn((up(np.abs(AQm) + AQr) @ e[..., None])[..., 0], d)
+    )
+    Em, Er = _psi(vp, sm, np.zeros_like(sr), h, whole)  # e^(h M_mid), M_mid = W diag(sm) A
+    Gm, Gr = _mm(Em, Er, G, None, d)
+    beta = up(up(h[:, None] * sr) * np.minimum(tight, spread))  # >= int |theta_i|
+    Vm, Vr = _mm(Qm, Qr, vp.W, None, p)  # [Q] w_i: (n, d, p)
+    und = ~(on | off)
+    inj = Vm * np.where(und, beta, 0.0)[:, None, :]  # generators; the others and rounding: box
+    box = up(_nn(Gr.sum(axis=2), m) + _nn((up(np.abs(Em) + Er) @ e[..., None])[..., 0], d))
+    box = up(box + _nn(up(up(U * np.abs(inj)) + up(Vr * beta[:, None, :])).sum(axis=2), p))
+    rest = np.where(und, 0.0, beta)[:, None, :]
+    box = up(up(box + _nn(up(up(np.abs(Vm) + Vr) * rest).sum(axis=2), p)) + ball[:, None])
+    return _reduce(np.concatenate([Gm, inj[:, :, und.any(axis=0)]], axis=2), box), und.sum(axis=1)
+
+
+def _reduce(G, e, keep: int = 32):
+    """At most ``keep`` generators: the smallest (1-norms) become a diagonal, which contains
+    them (Girard's reduction: sum_j g_j xi_j lies in the box of radius sum_j |g_j|)."""
+    n, d, m = G.shape
+    if m <= keep:
+        return G, e
+    order = np.argsort(-np.abs(G).sum(axis=1), axis=1, kind="stable")
+    G = np.take_along_axis(G, order[:, None, :], axis=2)
+    diag = np.zeros((n, d, d))
+    diag[:, np.arange(d), np.arange(d)] = _nn(np.abs(G[:, :, keep - d :]).sum(axis=2), m)
+    return np.concatenate([G[:, :, : keep - d], diag], axis=2), e
 
 
 def _starts(sets: list):
@@ -156,7 +184,8 @@ def replay_mean_value(pieces: list, sets: list, hints: Any, al: flint.fmpq, trac
 
 def _replay(vps, plan, c, r0, trace):
     n, d = c.shape
-    Jm, Jr, e = np.broadcast_to(np.eye(d), (n, d, d)).copy(), np.zeros((n, d, d)), np.zeros((n, d))
+    G, e = np.zeros((n, d, d)), np.zeros((n, d))
+    G[:, np.arange(d), np.arange(d)] = r0
     dead, failed = np.zeros(n, dtype=bool), {}
     for j, (vp, rounds) in enumerate(zip(vps, plan, strict=True)):
         c_mask, c_mu = np.zeros((n, vp.p), dtype=bool), np.full(n, np.inf)
@@ -185,13 +214,16 @@ def _replay(vps, plan, c, r0, trace):
                         span = _window_span(vp, c[sel], h)
                     sel, span = sel[ok], (span[0][ok], span[1][ok])
                     if sel.size:
-                        S = (Jm[sel], Jr[sel], e[sel])
-                        (Jm[sel], Jr[sel], e[sel]), cost = jacobian_step(
-                            vp, S, r0[sel], span, h[ok], rn[ok], kind == 0
+                        (Gn, e[sel]), cost = zonotope_step(
+                            vp, (G[sel], e[sel]), span, h[ok], rn[ok], kind == 0
                         )
+                        if Gn.shape[2] > G.shape[2]:
+                            G = np.concatenate([G, np.zeros((n, d, Gn.shape[2] - G.shape[2]))], 2)
+                        G[sel] = 0.0
+                        G[sel, :, : Gn.shape[2]] = Gn
                         c[sel] = cn[ok]
                         log.append((s, sel, cost))
         if trace is not None:
             trace.append(log)
-    half = up(_nn((up(np.abs(Jm) + Jr) @ r0[..., None])[..., 0], d) + e)
+    half = up(_nn(np.abs(G).sum(axis=2), G.shape[2]) + e)
     return dn(c - half), up(c + half), failed

@@ -65,8 +65,9 @@ def test_boxes_through_crossings_contain_references(seed, alpha):
 
 
 def test_widths_on_the_scale_of_the_image():
-    """Boxes of side 0.1 whose images cross hyperplanes: each certified width within 30x the
-    sampled image's diameter (the ball form's windows gave ~1e9 on the user instance)."""
+    """Boxes of side 0.1 whose images cross hyperplanes: each certified width within 5x the
+    diameter of 64 sampled images (2.6x at most here; the ball form's windows gave ~1e9 on
+    the user instance of issue 18)."""
     sched, (Ws, As, bs, taus), lo, hi = _instance(11, d=4, p=6, pieces=3, n=4)
     mv = mean_value_boxes(sched, lo, hi)
     assert mv.undecided > 0  # some box met a hyperplane
@@ -75,7 +76,7 @@ def test_widths_on_the_scale_of_the_image():
         Y = _rk4(Ws, As, bs, taus, _samples(lo[q], hi[q], rng, 64))
         assert np.all(Y >= mv.lo[q] - 1e-9) and np.all(Y <= mv.hi[q] + 1e-9)
         diam = float((Y.max(axis=0) - Y.min(axis=0)).max())
-        assert float((mv.hi[q] - mv.lo[q]).max()) <= 30 * diam
+        assert float((mv.hi[q] - mv.lo[q]).max()) <= 5 * diam
 
 
 def _rk4(Ws, As, bs, taus, X, steps=400):
