@@ -15,9 +15,7 @@ from ._parse import Rejected, array
 MAX_RELU_VEC_COST = 5 * 10**11
 ROUND_COST, STEP_COST, EIG_COST = 10**5, 6, 40  # a round per K + 4; a step per K(d+4)(p+4); d^3
 UNITS = (ROUND_COST, STEP_COST, EIG_COST)
-MV_COST = (
-    6  # mean-value form: per set and step, per unit of (K + 3) d^2 (d + p) (bounds.md#relu-mv)
-)
+MV_COST = 10  # mean-value form: per set and step and unit of (K + 3) d^2 (d + p) (#relu-mv)
 _PIECE = re.compile(r"(?:R|[rws][1-9][0-9]{0,15})*")
 _TOKEN = re.compile(r"R|([rws])([0-9]+)")
 _KIND = {"r": 1, "w": 2, "s": 3}  # region, window, straddle steps
