@@ -233,3 +233,12 @@ def test_cli_boxes_verified_and_bad_budget_refused(tmp_path, capsys):
     res = json.loads(capsys.readouterr().out)
     assert res["verdict"] == "VERIFIED" and res["failed"] == {} and len(res["enclosures"]) == 2
     assert check_certificate(json.loads(out.read_text())).verified
+
+
+def test_a_box_still_too_wide_after_the_budget_fails_named():
+    """Side 0.5 in d = 3 without splits: over 100x its linear part, named, not certified."""
+    P = neural_field(Schedule.from_json(_spec("tanh", 3, seed=4)))
+    split = split_smooth_boxes(P, np.full((1, 3), -0.25), np.full((1, 3), 0.25), max_splits=0)
+    assert (
+        split.trees == {} and "times as wide as its linear part after 0 splits" in split.failed[0]
+    )

@@ -15,8 +15,9 @@ Untrusted: the steps come from the engine run on the centres, each sub-box is ad
 checker's own float64 step (:func:`certified.checker.lohner64.lohner_step64`), and the claims
 are the checker's replay of the final sub-boxes; the certificate carries ``hints.partition``
 (certified/checker/_partition.py) and ``hints.sets`` "doubleton". A box whose sub-boxes still fail
-(the a priori enclosure or the new basis) is named with the failing sub-box and the reason,
-and left out of the certificate; the others come back.
+(the a priori enclosure or the new basis), or is still over TOO_WIDE times its linear part
+when the budget is spent, is named with the failing sub-box and the reason, and left out of
+the certificate; the others come back.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ DEFAULT_MAX_SPLITS = 64  # bisections per file (certified flow --max-splits)
 JACOBIAN_ORDER = 6  # the variational order of every step (below 6 its remainder over the a priori
 # box dominates the spread of J on the issue-18 tanh boxes; above, no gain)
 RATIO = 1.5  # split a sub-box whose width exceeds RATIO times its linear part's
+TOO_WIDE = 100.0  # after the budget, a sub-box over TOO_WIDE times its linear part fails its box
 
 
 @dataclass(eq=False)
@@ -283,11 +285,14 @@ def split_smooth_boxes(
         if i in bad:
             continue
         mine = sorted((x for x in leaves if x.box == i), key=lambda x: [s for _, _, s in x.path])
-        broken = [k for k, x in enumerate(mine) if x.enc[0] is None]
+        broken = [k for k, x in enumerate(mine) if _bad(x, ratio) > TOO_WIDE]
         if broken:
-            x = mine[broken[0]]
-            where = f"sub-box {broken[0]} of {len(mine)} [{_show(x.lo)}, {_show(x.hi)}]"
-            out.failed[i] = f"box {i}, {where}: {x.why or 'failed'}"
+            k = max(broken, key=lambda k: _bad(mine[k], ratio))
+            x = mine[k]
+            where = f"sub-box {k} of {len(mine)} [{_show(x.lo)}, {_show(x.hi)}]"
+            why = x.why or (f"its enclosure is {_bad(x, ratio):.3g} times as wide as its linear "
+                            f"part after {splits} splits (the limit: {TOO_WIDE:g})")  # fmt: skip
+            out.failed[i] = f"box {i}, {where}: {why}"
             continue
         out.trees[i] = _tree(mine)
         kept += mine
