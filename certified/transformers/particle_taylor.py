@@ -29,7 +29,7 @@ from typing import Any
 import flint
 import numpy as np
 
-from certified.arith.interval import Interval, exp, hull, isum, matmul, sqr, sqrt
+from certified.arith.interval import Interval, exp, isum, matmul, sqr, sqrt
 from certified.errors import DomainError, InputError, RangeOverflowError
 
 __all__ = [
@@ -143,28 +143,27 @@ def _field(B: Interval, heads: list[_Head], w: Interval, sphere: bool = False):
     return X[1], level0
 
 
-def _apriori(B: Interval, heads, w, h_hi: float, sphere: bool = False) -> tuple[Interval, Any]:
+def _apriori(B: Interval, heads, w, h_hi: float, sphere: bool = False) -> Interval:
     """A box E with B + [0, h]·f(E) ⊆ E (bounds.md#picard), found by inflation; the smaller
-    box N = B + [0, h]·f(E) is returned (valid as well) with f's level-0 data over it.
+    box N = B + [0, h]·f(E) is returned (valid as well).
 
-    Raises InputError when three inflations fail (the caller shortens the step).
+    Raises InputError when six inflations fail (the caller shortens the step).
     Guarantee: every solution from B stays in the returned box on [0, h]."""
     tau = Interval(0.0, h_hi)
     F, _ = _field(B, heads, w, sphere)
     E = B + tau * F
-    for _ in range(4):
-        edge = float(np.max(E.hi - E.lo))
-        pad = 0.25 * edge + 1e-12 * (1.0 + float(np.max(_mag(E))))
+    for _ in range(6):
+        edge = E.hi - E.lo  # per coordinate: a uniform pad widens slow tokens' boxes needlessly
+        pad = 0.1 * edge + 0.01 * float(np.max(edge)) + 1e-12 * (1.0 + float(np.max(_mag(E))))
         E = Interval._trusted(
             np.nextafter(E.lo - pad, -np.inf), np.nextafter(E.hi + pad, np.inf)
         )  # any enlargement is a valid candidate: only the test below decides
         F, _ = _field(E, heads, w, sphere)
         N = B + tau * F
         if np.all(N.lo >= E.lo) and np.all(N.hi <= E.hi):
-            _, level0 = _field(N, heads, w, sphere)
-            return N, level0
-        E = hull(E, N)
-    raise InputError("a priori box: no inclusion after 4 inflations (shorten the step)")
+            return N
+        E = N  # epsilon-inflation of the Picard iterate (Rump): the hull would grow geometrically
+    raise InputError("a priori box: no inclusion after 6 inflations (shorten the step)")
 
 
 def _row_bounds(box: Interval, level0, heads: list[_Head], chunk: int = 200) -> Interval:
@@ -349,9 +348,13 @@ def lognorm2_bound(J: Interval) -> float:
 
     Guarantee: upper bound (inf if no σ could be certified)."""
     S = (J + J.T) * 0.5
-    Sc = np.triu(S.mid())
-    Sc = Sc + np.triu(Sc, 1).T  # exactly symmetric
-    Sr = Interval(_mag(S - Interval(Sc)))
+    Sc = S.mid()
+    if np.array_equal(Sc, Sc.T):  # (the usual case: + commutes) Sr = the radius about Sc
+        Sr = Interval(S.rad_upper())
+    else:
+        Sc = np.triu(Sc)
+        Sc = Sc + np.triu(Sc, 1).T  # exactly symmetric
+        Sr = Interval(_mag(S - Interval(Sc)))
     r = max(float(np.max(isum(Sr, axis=1).hi)), float(np.max(isum(Sr, axis=0).hi)))
     lam = float(np.linalg.eigvalsh(Sc)[-1])  # an estimate: certified below
     margin = 1e-7 * (1.0 + abs(lam))
@@ -387,24 +390,29 @@ def _heads_of(piece) -> list[_Head]:
 
 
 def _taylor_step(x, e, heads, w, h: flint.fmpq, terms: int, sphere: bool = False,
-                 norm2: bool = False):  # fmt: skip
+                 norm2: bool = False, tol: float = math.inf):  # fmt: skip
     """One step of exact length h from x ± e (x doubles, e >= 0). Returns (x', e', L, rem):
     L the growth rate used (‖J‖_∞; on the sphere the log-norm bound μ_∞, or with ``norm2``
-    μ_2, particles.md §6). ``x ± e`` is the max-norm ball, with ``norm2`` the Euclidean ball
-    {|y − x|_2 ≤ e} over all n d coordinates.
+    μ_2, particles.md §6), rem = max |X_K(N) h^K|. ``x ± e`` is the max-norm ball, with
+    ``norm2`` the Euclidean ball {|y − x|_2 ≤ e} over all n d coordinates. When rem > tol the
+    step stops early and returns (None, None, None, rem) (cost only: the caller shortens it).
     Guarantee: the solution from every point of x ± e is in x' ± e' after time h."""
     from certified.arith.exact import fmpq_to_str
 
     H = Interval.from_exact(fmpq_to_str(h))
     B = Interval(x) + Interval(-e, e)
-    E, level0 = _apriori(B, heads, w, float(H.hi), sphere)
+    E = _apriori(B, heads, w, float(H.hi), sphere)
+    XE, level0 = taylor_coefficients(E, heads, w, terms + 1, sphere)  # level 0: P, x̄ over E
+    XK = XE[terms]
+    rem = float(np.max(_mag(XK * H**terms)))
+    if not rem <= tol:
+        return None, None, None, rem
     if norm2:
         L = lognorm2_bound(sphere_jacobian(E, level0, heads))
     elif sphere:
         L = sphere_lognorm_bound(E, level0, heads)
     else:
         L = jacobian_norm_bound(E, level0, heads)
-    XK = taylor_coefficients(E, heads, w, terms + 1, sphere)[0][terms]
     Xp = taylor_coefficients(Interval(x), heads, w, terms, sphere)[0]
     inc = XK  # Horner on the increment: ((X_K h + X_{K-1}) h + ... + X_1) h (bounds.md#taylor-step)
     for m in range(terms - 1, 0, -1):
@@ -416,7 +424,7 @@ def _taylor_step(x, e, heads, w, h: flint.fmpq, terms: int, sphere: bool = False
     rho = float(sqrt(isum(sqr(dev))).hi[()]) if norm2 else float(np.max(dev.hi))
     grow = exp(Interval(L) * H).hi  # e^{L h} (L < 0 allowed), rounded up (bounds.md#exp-taylor)
     e_new = (Interval(grow) * Interval(e) + Interval(rho)).hi
-    return centre, float(e_new), L, float(np.max(_mag(XK * H**terms)))
+    return centre, float(e_new), L, rem
 
 
 def exact_masses(weights: Any, n: int) -> Interval:
@@ -462,12 +470,12 @@ def enclose_particles(X: np.ndarray, w: Interval, pieces: list[tuple[flint.fmpq,
             k = max(4, math.ceil(float(duration) * 8 * (1 + float(np.max(_mag(f0))))))
         else:
             k = max(1, math.ceil(float(duration) * steps))
-        h, done, floor = duration / k, flint.fmpq(0), duration / (k * 4096)
+        h, done, floor, calm = duration / k, flint.fmpq(0), duration / (k * 4096), 3
         while done < duration:
             hs = min(h, duration - done)
             try:
-                xn, en, L, rem = _taylor_step(x, e, heads, w, hs, terms, sphere, norm2)
-                ok = rem <= tol
+                xn, en, L, rem = _taylor_step(x, e, heads, w, hs, terms, sphere, norm2, tol)
+                ok = xn is not None
             except (InputError, DomainError, RangeOverflowError):
                 ok = False
             if not ok:  # step control changes cost only: every accepted step is validated
@@ -476,11 +484,12 @@ def enclose_particles(X: np.ndarray, w: Interval, pieces: list[tuple[flint.fmpq,
                         "particle flow: a step could not be validated (the tokens spread too "
                         "fast; try fewer tokens or a shorter time)"
                     )
-                h = hs / 2
+                h, calm = hs / 2, 0
                 continue
             x, e, total, Lmax, done = xn, en, total + 1, max(Lmax, L), done + hs
+            calm += 1  # accepted steps since the last rejection: no doubling right after one
             h = (
-                2 * hs if rem * 2.0 ** (terms + 4) <= tol else hs
+                2 * hs if calm >= 3 and rem * 2.0 ** (terms + 3) <= tol else hs
             )  # observed: rem(2h) ~ 2^(K+3) rem(h)
     return ParticleEnclosure(x, e, total, Lmax)
 
