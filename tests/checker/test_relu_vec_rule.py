@@ -248,25 +248,17 @@ def test_certificate_round_trips_through_json(good):
 
 
 def test_split_boxes_partition_is_checked():
-    """Boxes split by the producer (hints.partition, one flat tree per box): VERIFIED, the claim
-    of each input box contains its leaves' replays; a cut moved, a leaf missing, a partition
-    given for points: REJECTED."""
-    from certified.certificates.flow import relu_vectorised_certificate
-    from certified.flow.relu._split import split_relu_boxes
+    """Boxes split by the producer (hints.partition, one flat tree per box, mean-value form):
+    VERIFIED, the claim of each input box contains its leaves' replays; a cut moved, a leaf
+    missing, a cut outside, a partition given for points: REJECTED."""
+    from certified.flow.relu._split import split_certificate, split_relu_boxes
 
     Ws, As, bs, rng = _random(9, 3, 4, 2)
     sched = _schedule(Ws, As, bs, [F(1, 4), F(1, 4)])
     lo = rng.uniform(-1, 1, size=(3, 3))
     hi = lo + 0.2
     sp = split_relu_boxes(sched, lo, hi, 8)
-    cert = relu_vectorised_certificate(
-        sched,
-        None,
-        {"pieces": sp.pieces, "steps": sp.steps},
-        boxes=np.stack([lo, hi], -1),
-        partition=sp.trees,
-        leaves=np.stack([sp.lo, sp.hi], -1),
-    )
+    cert = split_certificate(sched, lo, hi, sp)
     assert check_certificate(cert).verified
     split = [q for q, t in enumerate(cert["hints"]["partition"]) if len(t) > 1]
     if not split:

@@ -21,7 +21,13 @@ import numpy as np
 
 from certified.errors import InputError
 
-__all__ = ["MeanValueBoxes", "mean_value_boxes", "mean_value_certificate"]
+__all__ = [
+    "MeanValueBoxes",
+    "certificate_of_result",
+    "mean_value_boxes",
+    "mean_value_certificate",
+    "mean_value_result",
+]
 
 
 @dataclass
@@ -33,6 +39,7 @@ class MeanValueBoxes:
     hi: np.ndarray
     steps: int  # steps taken, all sets and pieces
     undecided: int  # set-steps with an undecided neuron, after refinement
+    per_box: np.ndarray  # (n,) the same per box
 
 
 def _tokens(text: str, hint: dict, tau: flint.fmpq) -> list[list]:
@@ -86,7 +93,7 @@ def mean_value_boxes(schedule, lo: np.ndarray, hi: np.ndarray, *, refine: int = 
     sets = [[(exact(a), exact(b)) for a, b in zip(x, y, strict=True)] for x, y in pairs]
     base = {"method": "relu-vectorised", "form": "mean-value", "pieces": plan["pieces"]}
     out_lo, out_hi = np.empty((n, d)), np.empty((n, d))
-    todo, tries, passes, und = list(range(n)), [0] * n, [0] * n, 0
+    todo, tries, passes, per = list(range(n)), [0] * n, [0] * n, np.zeros(n, dtype=np.int64)
     for _ in range(repairs + refine + 1):
         steps = ["/".join(_text(t, h) for t, h in zip(toks[q], plan["pieces"], strict=True))
                  for q in todo]  # fmt: skip
@@ -107,13 +114,13 @@ def mean_value_boxes(schedule, lo: np.ndarray, hi: np.ndarray, *, refine: int = 
                 [["r", t // 2], ["r", t - t // 2]] if tries[q] <= 3 and t >= 2 else [["w", t]]
             )
             again.add(q)
-        und = 0
+        per[todo] = 0
         for j, log in enumerate(trace):  # refinement: cut steps with undecided neurons
             cuts: dict = {}
             for s, sel, count in log:
                 for i in sel[count > 0].tolist():
-                    und += 1
                     q = todo[i]
+                    per[q] += 1
                     if passes[q] < refine and q not in again and s < len(toks[q][j]):
                         cuts.setdefault(q, []).append(s)
             for q, ss in cuts.items():
@@ -132,22 +139,50 @@ def mean_value_boxes(schedule, lo: np.ndarray, hi: np.ndarray, *, refine: int = 
             raise InputError(f"no certificate: a box still fails after {repairs} repairs")
     steps = ["/".join(_text(t, h) for t, h in zip(tq, plan["pieces"], strict=True)) for tq in toks]
     total = sum(len(t) for tq in toks for t in tq)
-    return MeanValueBoxes({**base, "steps": steps}, out_lo, out_hi, total, und)
+    return MeanValueBoxes({**base, "steps": steps}, out_lo, out_hi, total, int(per.sum()), per)
+
+
+def mean_value_result(schedule, X0, **options):
+    """:func:`mean_value_boxes` for boxes ``X0`` (an :class:`~certified.arith.Interval` of
+    doubles, (n, d)) as a :class:`~certified.flow.result.FlowEnclosure`: the enclosures are the
+    checker's replay widened by 2^-30 of their width (BLAS may sum in another order on another
+    machine), ``hints["plan"]`` the hints of the certificate (with ``"form"``).
+
+    Guarantee: ``enclosures[0, n]`` contains ``Phi_T(x)`` for every x in box n."""
+    from certified.arith import Interval
+    from certified.arith.exact import fmpq_to_str
+    from certified.flow.result import FlowEnclosure, FlowStatus
+
+    lo, hi = np.asarray(X0.lo, dtype=float), np.asarray(X0.hi, dtype=float)
+    mv = mean_value_boxes(schedule, lo, hi, **options)
+    pad = (mv.hi - mv.lo) * 2.0**-30 + (np.abs(mv.lo) + np.abs(mv.hi)) * 2.0**-50
+    enc = Interval(mv.lo - pad, mv.hi + pad)  # nearest doubles of exact bounds: outward
+    plan = {k: v for k, v in mv.hints.items() if k != "method"}
+    hints = {"method": "relu-vectorised", "plan": plan, "steps_taken": mv.steps}
+    hints["undecided"] = mv.undecided
+    times = (fmpq_to_str(schedule.total_time),)
+    return FlowEnclosure(times, enc.reshape(1, *lo.shape), FlowStatus.SUCCESS, hints=hints)
+
+
+def certificate_of_result(schedule, X0, result) -> dict:
+    """The certificate of a :func:`mean_value_result` (no new replay: the writer's check
+    decides). Guarantee: none."""
+    from certified.certificates import flow_certificate
+
+    boxes = np.stack([np.asarray(X0.lo, dtype=float), np.asarray(X0.hi, dtype=float)], axis=-1)
+    enc = np.stack([result.final.lo, result.final.hi], axis=-1)
+    hints = {"method": "relu-vectorised", **result.hints["plan"]}
+    return flow_certificate(
+        schedule, None, enclosures=enc, method="relu-vectorised", extra_hints=hints, boxes=boxes
+    )
 
 
 def mean_value_certificate(schedule, lo: np.ndarray, hi: np.ndarray, **options) -> dict:
     """A certificate of rule relu-vectorised (mean-value form) for the double boxes [lo, hi]:
-    the claims are the checker's own replay (:func:`mean_value_boxes`, same options).
+    the claims are the checker's own replay (:func:`mean_value_result`, same options).
 
     Guarantee: none (the checker decides)."""
-    from certified.certificates import flow_certificate
+    from certified.arith import Interval
 
-    mv = mean_value_boxes(schedule, lo, hi, **options)
-    # a margin of 2^-30 of the width (+ 2^-50 relative): BLAS may sum in another order elsewhere
-    pad = (mv.hi - mv.lo) * 2.0**-30 + (np.abs(mv.lo) + np.abs(mv.hi)) * 2.0**-50
-    mv.lo, mv.hi = mv.lo - pad, mv.hi + pad
-    boxes = np.stack([np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)], axis=-1)
-    enc = np.stack([mv.lo, mv.hi], axis=-1)
-    return flow_certificate(
-        schedule, None, enclosures=enc, method="relu-vectorised", extra_hints=mv.hints, boxes=boxes
-    )
+    X0 = Interval(np.asarray(lo, dtype=float), np.asarray(hi, dtype=float))
+    return certificate_of_result(schedule, X0, mean_value_result(schedule, X0, **options))

@@ -1,13 +1,14 @@
 """Boxes of a ReLU flow split adaptively for rule relu-vectorised (issue 18 item 3, ReLU side).
 
-The vectorised engine certifies every box, also one that meets a switching hyperplane: it then
-takes window steps, whose error is first order in the box's width, so its enclosure is wide.
-Such boxes are bisected (longest side, at a double strictly inside) while the budget
-``max_splits`` lasts, widest enclosures first; each input box keeps whichever is narrower, its
-unsplit enclosure or the hull of its sub-boxes' enclosures. The result is written as
-``hints.partition`` (one flat preorder tree per input box, certified/checker/_partition.py),
-the sub-boxes' steps in leaf order, and one claimed enclosure per input box. Untrusted: the
-checker replays every leaf and checks that the claim of each input box contains its leaves'.
+Every box is certified in mean-value form (:mod:`certified.flow.relu._mv`): its enclosure is
+the zonotope's, with one generator per neuron that the set straddles, whose size is second
+order in the box's size. Boxes that straddled planes are bisected (longest side, at a double
+strictly inside) while the budget ``max_splits`` lasts, the widest enclosures first; each input
+box keeps whichever is narrower, its unsplit enclosure or the hull of its sub-boxes'. The
+result is written as ``hints.partition`` (one flat preorder tree per input box,
+certified/checker/_partition.py), the sub-boxes' steps in leaf order, and one claimed enclosure
+per input box. Untrusted: the checker replays every leaf and checks that the claim of each
+input box contains its leaves'.
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from certified.arith import Interval
-
-__all__ = ["DEFAULT_MAX_SPLITS", "SplitBoxes", "split_relu_boxes"]
+__all__ = ["DEFAULT_MAX_SPLITS", "SplitBoxes", "split_certificate", "split_relu_boxes"]
 
 DEFAULT_MAX_SPLITS = 64  # bisections per file (certified flow --max-splits)
 
@@ -29,35 +28,36 @@ class _Leaf:
     lo: np.ndarray
     hi: np.ndarray
     path: tuple = ()  # ((axis, cut, side), ...) from the input box; side 0 left, 1 right
-    enc: tuple = (None, None)  # engine enclosure (lo, hi)
+    enc: tuple = (None, None)  # enclosure (lo, hi): the checker's replay
     steps: str = ""
+    undecided: int = 0
 
 
 @dataclass
 class SplitBoxes:
-    """Leaves (in the tree's preorder), their plans, one flat tree per input box."""
+    """Leaves (in the tree's preorder), their steps, one flat tree per input box, and per input
+    box the hull of its leaves' enclosures."""
 
     lo: np.ndarray  # (n_leaves, d) doubles
     hi: np.ndarray
     steps: list[str]
-    pieces: list
+    hints: dict  # {"method", "form", "pieces"}
     trees: list[list] = field(default_factory=list)
     splits: int = 0
+    enc_lo: np.ndarray | None = None  # (n_boxes, d)
+    enc_hi: np.ndarray | None = None
 
 
-def _run(schedule, leaves: list[_Leaf]) -> list:
-    from certified.flow.api import enclose_flow
+def _run(schedule, leaves: list[_Leaf], options: dict) -> dict:
+    from certified.flow.relu._mv import mean_value_boxes
 
-    if not leaves:
-        return []
-    lo = np.array([x.lo for x in leaves])
-    hi = np.array([x.hi for x in leaves])
-    res = enclose_flow(schedule, Interval(lo, hi), method="vectorised")
-    plan = res.hints["plan"]
+    mv = mean_value_boxes(
+        schedule, np.array([x.lo for x in leaves]), np.array([x.hi for x in leaves]), **options
+    )
     for k, leaf in enumerate(leaves):
-        leaf.enc = (res.final.lo[k].astype(float), res.final.hi[k].astype(float))
-        leaf.steps = plan["steps"][k]
-    return plan["pieces"]
+        leaf.enc, leaf.steps = (mv.lo[k], mv.hi[k]), mv.hints["steps"][k]
+        leaf.undecided = int(mv.per_box[k])
+    return {k: v for k, v in mv.hints.items() if k != "steps"}
 
 
 def _width(leaves: list[_Leaf]) -> float:
@@ -81,17 +81,21 @@ def _order(leaves: list[_Leaf]) -> list[_Leaf]:
     return sorted(leaves, key=lambda x: [s for _, _, s in x.path])
 
 
-def split_relu_boxes(schedule, lo: np.ndarray, hi: np.ndarray, max_splits: int) -> SplitBoxes:
-    """Certifiable sub-boxes of the double boxes ``[lo, hi]`` (see the module docstring).
+def split_relu_boxes(schedule, lo: np.ndarray, hi: np.ndarray, max_splits: int = DEFAULT_MAX_SPLITS,
+                     **options) -> SplitBoxes:  # fmt: skip
+    """Certifiable sub-boxes of the double boxes ``[lo, hi]`` (see the module docstring);
+    ``options`` go to :func:`certified.flow.relu._mv.mean_value_boxes`.
 
-    Guarantee: none (untrusted); the leaves of each tree cover its box exactly (cuts at doubles
-    strictly inside), as the checker verifies.
+    Guarantee: the enclosures are the checker's replays (``enc_lo``, ``enc_hi``: hulls per
+    input box); the leaves of each tree cover its box exactly (cuts at doubles strictly
+    inside), as the checker verifies.
     """
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
     first = [_Leaf(i, lo[i].copy(), hi[i].copy()) for i in range(lo.shape[0])]
-    pieces = _run(schedule, first)
+    hints = _run(schedule, first, options)
     leaves, splits = list(first), 0
     while splits < max_splits:
-        crossing = [x for x in leaves if "w" in x.steps]  # met a hyperplane: window steps
+        crossing = [x for x in leaves if x.undecided]  # met a hyperplane
         crossing.sort(key=lambda x: -float(np.max(x.enc[1] - x.enc[0])))
         new = []
         for leaf in crossing[: max_splits - splits]:
@@ -109,20 +113,42 @@ def split_relu_boxes(schedule, lo: np.ndarray, hi: np.ndarray, max_splits: int) 
             splits += 1
         if not new:
             break
-        _run(schedule, new)
+        _run(schedule, new, options)
         leaves += new
-    out_leaves, trees = [], []
+    out, trees, enc_lo, enc_hi = [], [], [], []
     for i, orig in enumerate(first):
         mine = _order([x for x in leaves if x.box == i])
         if len(mine) > 1 and _width(mine) >= _width([orig]):
             mine = [orig]  # splitting did not help this box
-        out_leaves += mine
+        out += mine
         trees.append(_tree(mine))
+        enc_lo.append(np.min([x.enc[0] for x in mine], axis=0))
+        enc_hi.append(np.max([x.enc[1] for x in mine], axis=0))
     return SplitBoxes(
-        lo=np.array([x.lo for x in out_leaves]),
-        hi=np.array([x.hi for x in out_leaves]),
-        steps=[x.steps for x in out_leaves],
-        pieces=pieces,
+        lo=np.array([x.lo for x in out]),
+        hi=np.array([x.hi for x in out]),
+        steps=[x.steps for x in out],
+        hints=hints,
         trees=trees,
         splits=sum(len(t) // 2 for t in trees),
+        enc_lo=np.array(enc_lo),
+        enc_hi=np.array(enc_hi),
     )
+
+
+def split_certificate(schedule, lo: np.ndarray, hi: np.ndarray, sp: SplitBoxes) -> dict:
+    """The certificate of :func:`split_relu_boxes`'s result for the input boxes ``[lo, hi]``:
+    claims are the hulls widened by 2^-30 of their width (BLAS may sum in another order on
+    another machine). Guarantee: none (the checker decides)."""
+    from certified.certificates import flow_certificate
+    from certified.certificates.flow import exact_number
+
+    pad = (sp.enc_hi - sp.enc_lo) * 2.0**-30 + (np.abs(sp.enc_lo) + np.abs(sp.enc_hi)) * 2.0**-50
+    enc = np.stack([sp.enc_lo - pad, sp.enc_hi + pad], axis=-1)
+    hints = {**sp.hints, "steps": sp.steps}
+    hints["partition"] = [
+        [exact_number(v) if isinstance(v, float) else v for v in t] for t in sp.trees
+    ]
+    boxes = np.stack([np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)], axis=-1)
+    return flow_certificate(schedule, None, enclosures=enc, method="relu-vectorised",
+                            extra_hints=hints, boxes=boxes)  # fmt: skip
