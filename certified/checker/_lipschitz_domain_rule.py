@@ -123,8 +123,8 @@ def _contract(token: list, R2: Any) -> list:
 
 def _spend(budget: list, units: int, bits: int, where: str) -> None:
     """Charge, before it is done, exact work of ``units`` operations on ``bits``-bit numbers
-    (three ball operations each) to the rule's budget (``budget[0]`` ball operations left)."""
-    budget[0] -= 3 * units * _parse.words(bits)
+    (ten ball operations each) to the rule's budget (``budget[0]`` ball operations left)."""
+    budget[0] -= 10 * units * _parse.words(bits)
     if budget[0] < 0:
         raise Rejected(f"resource limit: {where}: beyond {MAX_DOMAIN_COST} ball operations")
 

@@ -156,6 +156,7 @@ def _model(obj: Any, n: int, prenorm: bool) -> tuple[int, list, int]:
             cost += 8 * n * d
         if kind != "layernorm" and layers[-1][-1] is not None:
             cost += 8 * n * d  # the pre-normalisation
+        cost += 4 * n * d + 512  # its boxes read, compared and made balls; a layer's overhead
     return d, layers, cost
 
 

@@ -21,6 +21,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
+from math import isqrt
 from pathlib import Path
 
 import pytest
@@ -280,6 +281,100 @@ def transformer_cluster_giant(size: int) -> bytes:
             f' "claim": {{}}, "hints": {{}}}}').encode()  # fmt: skip
 
 
+# --- the kinds stack, gradient (ReLU), training, lipschitz-domain: built on the archived
+# certificates of hostile_seeds/ (tests/checker/test_archived_certificates.py) -----------------
+SEEDS = Path(__file__).parent / "hostile_seeds"
+
+
+def _seed(name: str) -> dict:
+    return json.loads((SEEDS / name).read_text())
+
+
+def _ones(rows: int, cols: int) -> list:
+    return [[1] * cols for _ in range(rows)]
+
+
+def _stack(d: int, heads: list, tokens: list, prec: int = 53, layers: list | None = None,
+           boxes: list | None = None, out: list | None = None) -> bytes:  # fmt: skip
+    layers = layers or [{"type": "attention", "heads": heads}]
+    out = [[["0", "0"]] * d] * len(tokens) if out is None else out
+    return json.dumps({"kind": "stack", "version": 2,
+                       "instance": {"model": {"dimension": d, "layers": layers}, "tokens": tokens},
+                       "claim": {"output": out}, "hints": {"prec": prec, "layers": boxes or []}},
+                      separators=(",", ":")).encode()  # fmt: skip
+
+
+def stack_dimension(size: int) -> bytes:  # K^T Q, W V: d^3 exact products at the largest d
+    d = max(8, min(4096, isqrt(size // 8), isqrt(MAX_TOKENS // 4) - 8))
+    head = {"Q": _ones(d, d), "K": _ones(d, d), "V": _ones(d, d), "W": _ones(d, d)}
+    return _stack(d, [head], [[1] * d])
+
+
+def stack_giant_heads(size: int) -> bytes:  # K^T Q of coprime giant denominators
+    d = max(2, isqrt(size // 8200))
+    giants = [[_giant(d * i + j)[1:-1] for j in range(d)] for i in range(d)]
+    return _stack(d, [{"Q": giants, "K": giants, "V": _ones(d, d)}], [[1] * d])
+
+
+def stack_precision(size: int) -> bytes:  # 4096 tokens at 4096 bits, giant coordinates
+    n, d = 4096, 8
+    digits = max(1, min(3990, size // (n * d + 1) - 6))
+    x = f"1/{10**digits + 1}" if digits > 1 else "1/3"
+    head = {"Q": _ones(d, d), "K": _ones(d, d), "V": _ones(d, d)}
+    return _stack(d, [head], [[x] * d] * n, prec=4096, out=[])  # (claim read after the cost)
+
+
+def stack_layers(size: int) -> bytes:  # the most layers the file can hold, each box right but
+    L = max(2, min(size // 46, MAX_TOKENS // 9))  # the claim's (8 of [ { , a layer)
+    layer = {"type": "layernorm", "eps": 1}
+    boxes = [[[[0, 0]]]] * (L - 1)
+    return _stack(1, [], [[1]], layers=[layer] * L, boxes=boxes, out=[[[1, 1]]])
+
+
+def gradient_relu_giant(size: int) -> bytes:  # the exact signs of A_k B + b_k, giant A, b
+    cert, p, steps = _seed("gradient_relu.json"), 64, max(2, min(size // 40, 4000))
+    digits = max(60, min(3990, size // 800))
+    theta = [f"1/{10**digits + 2 * i + 1}" for i in range(3 * p)]
+    cert["instance"]["relu"]["width"] = p
+    cert["instance"]["pieces"][0]["parameters"] = theta
+    h = cert["hints"]
+    h.update(order=2, jacobian_order=1, relu_patterns=[[[1] * p]])
+    h["steps"] = [[[f"1/{2 * steps}"] * steps]]
+    h["boxes"] = [[[[[["-1", "1"]]]] * steps]]
+    return json.dumps(cert).encode()
+
+
+def training_iterates(size: int) -> bytes:  # the most iterates (the same one: no decrease)
+    cert = _seed("training.json")
+    it, h = cert["instance"]["iterates"][0], cert["hints"][0]
+    k = max(2, size // (len(json.dumps(it)) + len(json.dumps(h)) + 200))
+    cert["instance"]["iterates"], cert["hints"] = [it] * k, [h] * k
+    for key in ("losses", "gradient_norms"):
+        cert["claim"][key] = [cert["claim"][key][0]] * k
+    return json.dumps(cert).encode()
+
+
+def lipschitz_domain_tree(size: int) -> bytes:  # 2^D leaves, every one a valid drop, large nd
+    n, d = 64, 64 if size > 16 * MB else 4
+    D = max(4, min(20, (size // 96).bit_length() - 1))  # 2^(D+1) + 5 <= MAX_NODES
+    cert = _seed("lipschitz_domain_verified.json")
+    inst = cert["instance"]
+    inst.update(n=n, Q=_ones(1, d), K=_ones(1, d), V=_ones(d, d))
+
+    def bushy(level: int) -> list:  # preorder of a full tree splitting token 1's coordinates
+        if level == D:
+            return [-1]
+        return [d + level % d, *bushy(level + 1), *bushy(level + 1)]
+
+    # token 0 coordinate 0 in [-R, -R/2], token n-1 coordinate 0 in [-R, 0]: outside the
+    # fundamental domain (bounds.md #domain-symmetry), so every leaf below is dropped
+    tree = [0, 0, (n - 1) * d, *bushy(0), -1, -1, -1]
+    cert["hints"].update(tree=tree, bounds=["drop"] * (2**D + 3))
+    cert["hints"].pop("upper")
+    cert["hints"]["norms"] = {"V": {"vector": [1] * d}, "KtQ": {"vector": [1] * d}}
+    return json.dumps(cert).encode()
+
+
 # name -> (builder, from which size the verdict must be a "resource limit" rejection)
 NEVER = 2 * MAX_BYTES
 VARIANTS: dict[str, tuple[Callable[[int], bytes], int]] = {
@@ -305,6 +400,13 @@ VARIANTS: dict[str, tuple[Callable[[int], bytes], int]] = {
     "interpolation_giant": (interpolation_giant, NEVER),
     "gradient_precision": (gradient_precision, NEVER),
     "transformer_cluster_giant": (transformer_cluster_giant, NEVER),
+    "stack_dimension": (stack_dimension, 4 * MB),
+    "stack_giant_heads": (stack_giant_heads, 4 * MB),
+    "stack_precision": (stack_precision, 0),
+    "stack_layers": (stack_layers, 32 * MB),
+    "gradient_relu_giant": (gradient_relu_giant, 0),
+    "training_iterates": (training_iterates, NEVER),
+    "lipschitz_domain_tree": (lipschitz_domain_tree, 16 * MB),
 }
 
 
