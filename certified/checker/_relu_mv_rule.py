@@ -124,16 +124,20 @@ def zonotope_step(vp: VecPiece, S, span, h, ball, whole: bool = False):
 
 
 def _reduce(G, e, keep: int = 32):
-    """At most ``keep`` generators: the smallest (1-norms) become a diagonal, which contains
-    them (Girard's reduction: sum_j g_j xi_j lies in the box of radius sum_j |g_j|)."""
-    n, d, m = G.shape
+    """At most ``keep`` generators: in a set with more nonzero ones, the smallest (1-norms)
+    become a diagonal, which contains them (Girard's reduction: sum_j g_j xi_j lies in the box
+    of radius sum_j |g_j|). Zero columns change nothing: a set's result is its own."""
+    d, m = G.shape[1:]
+    norms = np.abs(G).sum(axis=1)
+    G = np.take_along_axis(G, np.argsort(-norms, axis=1, kind="stable")[:, None, :], axis=2)
     if m <= keep:
         return G, e
-    order = np.argsort(-np.abs(G).sum(axis=1), axis=1, kind="stable")
-    G = np.take_along_axis(G, order[:, None, :], axis=2)
-    diag = np.zeros((n, d, d))
-    diag[:, np.arange(d), np.arange(d)] = _nn(np.abs(G[:, :, keep - d :]).sum(axis=2), m)
-    return np.concatenate([G[:, :, : keep - d], diag], axis=2), e
+    big = (norms > 0).sum(axis=1) > keep
+    rest = _nn(np.abs(G[big, :, keep - d :]).sum(axis=2), m)
+    out = G[:, :, :keep].copy()
+    out[big, :, keep - d :] = 0.0
+    out[np.nonzero(big)[0][:, None], np.arange(d), keep - d + np.arange(d)] = rest
+    return out, e
 
 
 def _starts(sets: list):

@@ -130,7 +130,7 @@ def split_relu_boxes(schedule, lo: np.ndarray, hi: np.ndarray, max_splits: int =
         steps=[x.steps for x in out],
         hints=hints,
         trees=trees,
-        splits=sum(len(t) // 2 for t in trees),
+        splits=sum(t.count(None) - 1 for t in trees),
         enc_lo=np.array(enc_lo),
         enc_hi=np.array(enc_hi),
     )
