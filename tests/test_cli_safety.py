@@ -149,14 +149,98 @@ def _slow_lipschitz(tmp_path: Path) -> list[str]:  # about 4 s: H2 at 12 tokens 
     return ["lipschitz", "--instance", "a.json", "--hypothesis", "H2"]
 
 
+def _tanh_problem(tmp_path: Path, n: int) -> list[str]:
+    rng = np.random.default_rng(5)
+    d = 4
+    pieces = [{"duration": "1/4", "W": (rng.standard_normal((d, d)) / 3).tolist(),
+               "A": (rng.standard_normal((d, d)) / 3).tolist(),
+               "b": (rng.standard_normal(d) / 3).tolist()} for _ in range(2)]  # fmt: skip
+    (tmp_path / "s.json").write_text(json.dumps({"dimension": d, "activation": "tanh",
+                                                 "pieces": pieces}))  # fmt: skip
+    for name in ("x.json", "y.json"):
+        (tmp_path / name).write_text(json.dumps({"X": (rng.random((n, d)) / 3).tolist()}))
+    return ["--schedule", "s.json", "--points", "x.json", "--targets", "y.json"]
+
+
+def _slow_gradient(tmp_path: Path) -> list[str]:  # about 4 s: 12 points in d = 4, two pieces
+    return ["gradient", *_tanh_problem(tmp_path, 12), "--eps", "1/10"]
+
+
+def _slow_train(tmp_path: Path) -> list[str]:  # about 5 s: two certified steps, 8 points
+    return ["train", *_tanh_problem(tmp_path, 8), "--lr", "1/2", "--steps", "2"]
+
+
+_E3 = [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
+
+
+def _tokens(tmp_path: Path) -> list[str]:  # 4 tokens on the sphere of R^3
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((4, 3))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    pieces = [{"duration": "1/4", "V": _E3, "B": _E3}]
+    (tmp_path / "i.json").write_text(json.dumps({"tokens": x.tolist(), "pieces": pieces}))
+    return ["--instance", "i.json"]
+
+
+def _slow_transformer_flow(tmp_path: Path) -> list[str]:
+    return ["transformer", "flow", *_tokens(tmp_path)]
+
+
+def _slow_transformer_cluster(tmp_path: Path) -> list[str]:
+    return ["transformer", "cluster", *_tokens(tmp_path), "--eps", "2", "--samples", "2"]
+
+
+def _slow_transformer_match(tmp_path: Path) -> list[str]:  # tests/transformers: about 4 s
+    measures = {"measures": [{"tokens": [[1, 0, 0]]}, {"tokens": [[0, 0, 1]]}]}
+    (tmp_path / "m.json").write_text(json.dumps(measures))
+    (tmp_path / "t.json").write_text(
+        json.dumps({"targets": [["4/5", "3/5", 0], [0, "-3/5", "4/5"]]})
+    )
+    return ["transformer", "match", "--instance", "m.json", "--targets", "t.json",
+            "--eps", "1/1000"]  # fmt: skip
+
+
+def _slow_transformer_stack(tmp_path: Path) -> list[str]:  # 32 tokens, d = 8, 4 layers
+    rng = np.random.default_rng(7)
+    d, r = 8, lambda *shape: (rng.standard_normal(shape) / 3).tolist()
+    layers = [{"type": "attention", "norm": {"eps": "1/100"},
+               "heads": [{"Q": r(4, d), "K": r(4, d), "V": r(d, d)} for _ in range(2)]},
+              {"type": "mlp", "W1": r(16, d), "b1": r(16), "W2": r(d, 16), "b2": r(d),
+               "activation": "gelu"}] * 2  # fmt: skip
+    (tmp_path / "model.json").write_text(json.dumps({"dimension": d, "layers": layers}))
+    np.savetxt(tmp_path / "tok.csv", rng.standard_normal((32, d)) / 2, delimiter=",")
+    return ["transformer", "stack", "--model", "model.json", "--tokens", "tok.csv"]
+
+
+def _slow_gaussian_pde(tmp_path: Path) -> list[str]:  # the instance of tests/transformers
+    params = {"mean": [1, "1/2"], "cov": [[1, "1/4"], ["1/4", "1/2"]], "Q": [[1, 0], [0, 1]],
+              "K": [["1/2", 0], ["1/3", "1/5"]], "V": [["1/2", "1/10"], [0, "1/2"]],
+              "target": {"mean": [0, 0], "cov": [[1, 0], [0, 1]]}}  # fmt: skip
+    (tmp_path / "p.json").write_text(json.dumps(params))
+    return ["transformer", "gaussian-pde", "--params", "p.json", "--time", "1/2"]
+
+
 # Every command that writes a certificate (`certified bench` has no --out: it prints only).
 SLOW_JOBS = {"flow": _slow_job, "interpolate": _slow_interpolate,
              "wasserstein": _slow_wasserstein, "separate": _slow_separate,
-             "lipschitz": _slow_lipschitz}  # fmt: skip
+             "lipschitz": _slow_lipschitz, "gradient": _slow_gradient, "train": _slow_train,
+             "transformer-flow": _slow_transformer_flow,
+             "transformer-cluster": _slow_transformer_cluster,
+             "transformer-match": _slow_transformer_match,
+             "transformer-stack": _slow_transformer_stack,
+             "transformer-gaussian-pde": _slow_gaussian_pde}  # fmt: skip
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-@pytest.mark.parametrize("command", sorted(SLOW_JOBS))
+# The commands added since the first campaign: CI interrupts each with one signal (alternating);
+# the other signal is in the fullscale run (pytest -m fullscale, with CERTIFIED_INTERRUPT_TRIALS)
+_LATER = ("gradient", "train", "transformer-flow", "transformer-cluster", "transformer-match",
+          "transformer-stack", "transformer-gaussian-pde")  # fmt: skip
+_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_CASES = [pytest.param(c, s, marks=[pytest.mark.fullscale] * (c in _LATER and s != _SIGNALS[
+    _LATER.index(c) % 2])) for c in sorted(SLOW_JOBS) for s in _SIGNALS]  # fmt: skip
+
+
+@pytest.mark.parametrize(("command", "sig"), _CASES)
 def test_an_interrupted_command_leaves_no_partial_or_temporary_file(tmp_path, command, sig):
     # CI: a few trials per command and signal; CERTIFIED_INTERRUPT_TRIALS=100 for the issue's
     # campaign (issue 11: run once and reported in the README's test section)
