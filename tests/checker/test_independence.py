@@ -90,13 +90,16 @@ RULE_ALLOWANCES: dict[str, int] = {
     # transformer-match (+54, +1 __init__)
     "_stack_rule.py": 293,  # issue 20: kind stack, layer stacks replayed per layer (+2 __init__);
     # +37: version 2, pre-normalised attention / MLP layers (x + h f(LN(x)))
-    "meter": 212,  # issue 11: the meter of a check in _parse.py (reader bound on the numbers'
+    "meter": 213,  # issue 11: the meter of a check in _parse.py (reader bound on the numbers'
     # bits, charge, exact_sum) and the charges of the rules before uncounted work (+13: the
     # cuts of _partition.py, transformer-cluster's diameter and witness, transformer-match;
-    # +74: common_bits and exact_product, the charges of stack, gradient / training (ReLU
+    # +75: common_bits and exact_product, the charges of stack, gradient / training (ReLU
     # signs, regulariser, loss), transformer-match / -cluster and lipschitz-domain)
     "_reader.py": 67,  # issue 11: bytes -> JSON moved out of _parse.py (+12 net), duplicate
     # keys without lists of pairs, MAX_KEYS distinct keys, the bytes dropped once decoded
+    "replay64-speed": 43,  # issue 18: the float64 replay's speed, bit-identical values
+    # (ivec +33: products in their own temporaries, scale_pos, add_into, matrix_mr, glibc's
+    # freed memory kept; jets64 +10: the matrices prepared once, slices of H)
     "_relu_mv_rule.py": 246,  # issue 18: boxes of rule relu-vectorised in mean-value form
     # (hints.form, zonotopes, proofs/bounds.md#relu-mv), +13 _relu_vec_rule.py (span,
     # dispatch), +3 its cost in _relu_vec_plan.py, +1 flow.py (the producers' replay: a trace)
