@@ -17,6 +17,8 @@ Non-finite values (overflow, ``inf * 0``) are rejected by :func:`finite` checks,
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import math
 from math import factorial
 
@@ -47,32 +49,20 @@ def fpu_ok() -> bool:
 
 
 def check_fpu() -> None:
-    """Raise RuntimeError unless numpy rounds to nearest with gradual underflow; then (once)
-    :func:`keep_freed_memory`."""
+    """Raise RuntimeError unless numpy rounds to nearest with gradual underflow. Then, once
+    and for speed only: glibc gives arrays their own mmap only above 32 MB and keeps up to
+    512 MB freed (the replays' temporaries of a few MB each had fresh pages: 178,000 page
+    faults in the 100-point tanh replay of issue 18, 4,000 so, 10-20 % of its time)."""
     if not fpu_ok():
         raise RuntimeError("the floating-point environment does not round to nearest")
-    if not _MALLOC_SET:
-        keep_freed_memory()
+    if _MALLOC:
+        _MALLOC.clear()
+        with contextlib.suppress(OSError, TypeError, AttributeError):  # not glibc: as it is
+            libc = ctypes.CDLL(None)
+            libc.mallopt(-3, 32 << 20), libc.mallopt(-1, 512 << 20)  # M_MMAP_, M_TRIM_THRESHOLD
 
 
-_MALLOC_SET = []
-
-
-def keep_freed_memory() -> None:
-    """Speed only (no value changes): under glibc, arrays above 32 MB only get their own
-    mmap and freed memory is not handed back to the system below 512 MB. The replays allocate
-    temporaries of a few MB per numpy call; by default each got fresh pages (one page fault
-    per 4 kB: 178,000 faults in the replay of issue 18's 100-point tanh certificate, 4,000
-    with these settings, 10-20 % of its time). Elsewhere a no-op."""
-    _MALLOC_SET.append(True)
-    try:
-        import ctypes
-
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):  # not glibc
-        return
-    mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
-    mallopt(-1, 512 << 20)  # M_TRIM_THRESHOLD
+_MALLOC = [True]
 
 
 def up(x):
@@ -86,8 +76,7 @@ def dn(x):
 
 
 def _down(x: np.ndarray, e: np.ndarray | None = None) -> np.ndarray:
-    """At most pred(x) elementwise (x computed in round to nearest; x is consumed, and the
-    scratch array e of x's shape if given)."""
+    """At most pred(x) elementwise (x computed in round to nearest; x and e are consumed)."""
     e = np.abs(x) if e is None else np.abs(x, out=e)
     e *= _PHI
     e += _ETA
@@ -96,7 +85,7 @@ def _down(x: np.ndarray, e: np.ndarray | None = None) -> np.ndarray:
 
 
 def _up(x: np.ndarray, e: np.ndarray | None = None) -> np.ndarray:
-    """At least succ(x) elementwise (x is consumed, and the scratch e if given)."""
+    """At least succ(x) elementwise (x and e are consumed)."""
     e = np.abs(x) if e is None else np.abs(x, out=e)
     e *= _PHI
     e += _ETA
@@ -136,11 +125,10 @@ class Iv:
         return Iv(_down(self.lo + o.lo), _up(self.hi + o.hi))
 
     def add_into(self, o: Iv) -> None:
-        """``self = self + o`` in place (self's arrays may be views): the values of ``+``."""
+        """``self = self + o`` in place (views allowed): the values of ``+``."""
         self.lo += o.lo
-        _down(self.lo)
         self.hi += o.hi
-        _up(self.hi)
+        _down(self.lo), _up(self.hi)
 
     def __sub__(self, o: Iv) -> Iv:
         return Iv(_down(self.lo - o.hi), _up(self.hi - o.lo))
@@ -150,17 +138,12 @@ class Iv:
 
     def __mul__(self, o: Iv) -> Iv:
         a, b, c, d = self.lo * o.lo, self.lo * o.hi, self.hi * o.lo, self.hi * o.hi
-        if a.ndim == 0:
-            lo = np.minimum(np.minimum(a, b), np.minimum(c, d))
-            hi = np.maximum(np.maximum(a, b), np.maximum(c, d))
-            return Iv(_down(lo), _up(hi))
-        # min(min(a, b), min(c, d)) and the max alike, into the products' own arrays
+        if a.ndim == 0:  # scalars; else the same values in the products' own arrays
+            return Iv(_down(np.minimum(np.minimum(a, b), np.minimum(c, d))),
+                      _up(np.maximum(np.maximum(a, b), np.maximum(c, d))))  # fmt: skip
         lo, t = np.minimum(a, b), np.minimum(c, d)
-        np.minimum(lo, t, out=lo)
-        np.maximum(a, b, out=t)
-        np.maximum(c, d, out=a)
-        np.maximum(t, a, out=t)
-        return Iv(_down(lo, b), _up(t, c))
+        np.minimum(lo, t, out=lo), np.maximum(a, b, out=t), np.maximum(c, d, out=a)
+        return Iv(_down(lo, b), _up(np.maximum(t, a, out=t), c))
 
     def scale(self, c: np.ndarray) -> Iv:
         """Times the exact float array ``c`` (broadcast)."""
