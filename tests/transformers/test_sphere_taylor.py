@@ -41,10 +41,10 @@ def _unit(v):
 
 @st.composite
 def sphere_problems(draw):
-    """d in {2, 3} (up to 5 in the thorough profile), n in {2, 3} (up to 6), one or two heads,
+    """d in {2, 3} (up to 8 in the thorough profile), n in {2, 3} (up to 16), one or two heads,
     one or two pieces, B entries up to beta = 10, optional weights, tokens on the sphere."""
-    d = draw(st.integers(2, 5 if THOROUGH else 3))
-    n = draw(st.integers(2, 6 if THOROUGH else 3))
+    d = draw(st.integers(2, 8 if THOROUGH else 3))
+    n = draw(st.integers(2, 16 if THOROUGH else 3))
     beta = draw(st.sampled_from([0, 1, 10]))
     pieces = []
     for _ in range(draw(st.integers(1, 2))):
@@ -83,6 +83,22 @@ def test_enclosure_contains_the_20_digit_flow(inst):
     exact = ref.flow(inst, dps=20)
     assert ref.contains(box.lo, box.hi, exact) == []
     assert enc.radius < 1e-8
+
+
+@pytest.mark.slow
+def test_the_benchmark_size_contains_the_20_digit_flow():
+    """Random tokens, V = I, B = 2 I: n = 8, d = 4, T = 1/16 (the thorough profile: the
+    benchmark's n = 64, d = 8, T = 1/32; ~5 minutes of mpmath)."""
+    n, d, T = (64, 8, "1/32") if THOROUGH else (8, 4, "1/16")
+    X = np.random.default_rng(5).standard_normal((n, d))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    eye = np.eye(d).tolist()
+    inst = {"tokens": X.tolist(), "pieces": [{"duration": T, "V": eye,
+                                              "B": (2 * np.eye(d)).tolist()}]}  # fmt: skip
+    (enc,) = sphere_taylor_flow(parse_instance(inst))
+    box = enc.box()
+    assert ref.contains(box.lo, box.hi, ref.flow(inst, dps=20)) == []
+    assert enc.radius < 1e-11
 
 
 @pytest.mark.parametrize("beta", [0, 10])
