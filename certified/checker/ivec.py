@@ -357,9 +357,9 @@ def exp_points(p: np.ndarray) -> Iv:
     r = Iv(pc, pc.copy()) - Iv(np.full(p.shape, _LN2.lo[0]), np.full(p.shape, _LN2.hi[0])).scale(k)
     if not bool((r.mag() <= 0.35).all()):
         raise RuntimeError("exp: argument reduction failed")
-    out = Iv(np.full(p.shape, _INV_FACT.lo[17]), np.full(p.shape, _INV_FACT.hi[17]))
-    for j in range(16, -1, -1):
-        out = out * r + Iv(np.full(p.shape, _INV_FACT.lo[j]), np.full(p.shape, _INV_FACT.hi[j]))
+    out = _INV_FACT[17] * r + _INV_FACT[16]  # the coefficients broadcast: the same values
+    for j in range(15, -1, -1):
+        out = out * r + _INV_FACT[j]
     ki = k.astype(np.int64)
     # ldexp is exact unless the result is subnormal: one more widening covers that rounding
     lo = _down(np.ldexp(_down(out.lo - _REM), ki))
