@@ -95,9 +95,14 @@ def _large(quick: bool) -> Benchmark:
     width = float(np.max(box.hi - box.lo))
     base, steps, x = _rk4_matching(inst, width)
     inside = bool(np.all((box.lo.ravel() <= x) & (x <= box.hi.ravel())))
+    X0 = inst.measures[0].astype(float)
+    c0 = time.process_time()  # the same RK4 run again, in CPU seconds (less sensitive to load)
+    _rk4(X0, np.eye(d), np.eye(d), float(T), steps)
+    rk4_cpu = time.process_time() - c0
     name = f"transformer self-attention n={n} d={d} T={T} (certified, Taylor steps over tokens)"
     return Benchmark(name, seconds, f"float64 RK4, {steps} steps", base, seconds / base, 20.0,
                      {"max_width": width, "steps": enc.steps, "cpu_seconds": cpu,
+                      "rk4_cpu_seconds": rk4_cpu, "cpu_ratio": cpu / rk4_cpu,
                       "max_lognorm": enc.max_lipschitz, "rk4_inside_enclosure": inside,
                       "certificate": "none (enclosures only)",
                       "load": list(os.getloadavg())})  # fmt: skip
