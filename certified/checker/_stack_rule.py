@@ -137,7 +137,7 @@ def _layernorm(obj: dict, where: str, d: int, kind: bool = True) -> tuple:
     return ("layernorm", gamma, beta, eps)
 
 
-def _model(obj: Any, n: int, prenorm: bool) -> tuple[int, list, int]:
+def _model(obj: Any, n: int, prenorm: bool, limit: int) -> tuple[int, list]:
     fields(obj, "instance.model", ("dimension", "layers"))
     d = small_integer(obj["dimension"], "instance.model.dimension", 1, 4096)
     layers, cost = [], 0
@@ -157,7 +157,11 @@ def _model(obj: Any, n: int, prenorm: bool) -> tuple[int, list, int]:
         if kind != "layernorm" and layers[-1][-1] is not None:
             cost += 8 * n * d  # the pre-normalisation
         cost += 4 * n * d + 512  # its boxes read, compared and made balls; a layer's overhead
-    return d, layers, cost
+        if cost > limit:  # checked as the layers are read (each parsed layer costs memory)
+            raise Rejected(
+                "resource limit: the replay would exceed the cost limit (tokens, layers, precision)"
+            )
+    return d, layers
 
 
 # --- the replay: one layer on ball tokens ----------------------------------------------------
@@ -277,14 +281,10 @@ def _check_stack(instance: Any, claim: Any, hints: Any, prenorm: bool) -> str:
         if any(not x > 0 for x in wq):
             raise Rejected("instance.weights: every weight must be > 0")
         w = wq
-    d, layers, cost = _model(instance["model"], n, prenorm)
+    prec = small_integer(hints["prec"], "hints.prec", 53, 4096)
+    d, layers = _model(instance["model"], n, prenorm, MAX_STACK_COST // (1 + prec // 64))
     if len(tokens[0]) != d:
         raise Rejected(f"instance.tokens: {len(tokens[0])} coordinates, the model has d = {d}")
-    prec = small_integer(hints["prec"], "hints.prec", 53, 4096)
-    if cost * (1 + prec // 64) > MAX_STACK_COST:
-        raise Rejected(
-            "resource limit: the replay would exceed the cost limit (tokens, layers, precision)"
-        )
     L = len(layers)
     inner = array(hints["layers"], "hints.layers", L - 1, 0)
     boxes = [box_rows(b, f"hints.layers[{k}]", n, d) for k, b in enumerate(inner)]

@@ -1,7 +1,9 @@
 """Hostile certificate files (issue 11): each variant is built as a hostile author would write it
 (maximal precision, huge dyadic exponents, coprime giant denominators, maximal dimensions,
-deep and wide nesting, duplicate keys at scale) for every kind and rule, and checked in a fresh
-process of its own. Asserted: the verdict is REJECTED (with "resource limit" where the variant
+deep and wide nesting, duplicate keys at scale; for stack, gradient, training and
+lipschitz-domain also the most heads, layers, steps, iterates and leaves, built on the archived
+certificates of hostile_seeds/) for every kind and rule, and checked in a fresh process of its
+own. Asserted: the verdict is REJECTED (with "resource limit" where the variant
 aims at a limit), one line, no traceback, and the time and peak memory stay inside the bounds
 that proofs/format.md section 1 ("Bounds of a check") promises, with a factor 10 of slack (these
 are bounds checks of a promise, not speed benchmarks).
