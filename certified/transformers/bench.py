@@ -6,7 +6,9 @@ generic Taylor-Lohner engine (the certificate's method). ``n = 64, d = 8, T = 5`
 size; quick: n = 16, d = 4): the generic engine's Jacobian duals of all n d = 512 coordinates are
 out of reach, so this entry times the whole certified flow by Taylor steps vectorised over the
 tokens (:mod:`certified.transformers.sphere_taylor`, ``proofs/particles.md`` §6: enclosures,
-no certificate) against the float64 RK4 at the same accuracy, in the same run.
+no certificate) against the float64 RK4 at the same accuracy, in the same run. Its products
+are small (64 x 64): run with ``OPENBLAS_NUM_THREADS=1`` (on a loaded machine OpenBLAS's
+threads multiplied the certified run's CPU time ~9x; the entry records the setting).
 """
 
 from __future__ import annotations
@@ -100,12 +102,14 @@ def _large(quick: bool) -> Benchmark:
     _rk4(X0, np.eye(d), np.eye(d), float(T), steps)
     rk4_cpu = time.process_time() - c0
     name = f"transformer self-attention n={n} d={d} T={T} (certified, Taylor steps over tokens)"
+    blas = os.environ.get("OPENBLAS_NUM_THREADS", "default")
     return Benchmark(name, seconds, f"float64 RK4, {steps} steps", base, seconds / base, 20.0,
                      {"max_width": width, "steps": enc.steps, "cpu_seconds": cpu,
                       "rk4_cpu_seconds": rk4_cpu, "cpu_ratio": cpu / rk4_cpu,
                       "max_lognorm": enc.max_lipschitz, "rk4_inside_enclosure": inside,
                       "certificate": "none (enclosures only)",
-                      "load": list(os.getloadavg())})  # fmt: skip
+                      "load": list(os.getloadavg()),
+                      "openblas_num_threads": blas})  # fmt: skip
 
 
 def bench_transformer(quick: bool = False) -> list[Benchmark]:
