@@ -6,6 +6,7 @@ included); tampered steps, claims and forms are REJECTED; the partition is check
 from __future__ import annotations
 
 import copy
+import os
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -25,6 +26,7 @@ from certified.checker import check_certificate
 from certified.flow.relu._mv import mean_value_boxes, mean_value_certificate
 
 F = Fraction
+THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
 
 
 def _instance(seed, d=3, p=4, pieces=2, side=0.1, n=3, alpha=None, tau=None):
@@ -43,12 +45,7 @@ def _samples(lo, hi, rng, k):
     return np.concatenate([corners, inner])
 
 
-@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None, max_examples=3)
-@given(seed=st.integers(0, 10**6), alpha=st.sampled_from([None, F(1, 10)]))
-@example(seed=7, alpha=None)
-@example(seed=8, alpha=F(1, 10))
-def test_boxes_through_crossings_contain_references(seed, alpha):
-    """Durations 1/3 for leaky slopes: the tail window of a non-dyadic piece is exercised."""
+def _contains_references(seed, alpha, samples):
     tau = F(1, 2) if alpha is None else F(1, 3)
     sched, (Ws, As, bs, taus), lo, hi = _instance(seed, alpha=alpha, tau=tau)
     cert = mean_value_certificate(sched, lo, hi)
@@ -59,9 +56,21 @@ def test_boxes_through_crossings_contain_references(seed, alpha):
     a = 0 if alpha is None else alpha
     for q in range(lo.shape[0]):
         box = [(F(str(to_fmpq(x))), F(str(to_fmpq(y)))) for x, y in cert["claim"]["enclosures"][q]]
-        for x in _samples(lo[q], hi[q], rng, 2):  # a corner and an inner point
+        for x in _samples(lo[q], hi[q], rng, samples):  # corners and inner points
             e = ref.piecewise_expm(Ws, As, bs, taus, [F(v) for v in x], alpha=a, samples=16)
             assert inside(box, e), (seed, q)
+
+
+@settings(
+    suppress_health_check=[HealthCheck.too_slow], deadline=None, max_examples=300 if THOROUGH else 3
+)
+@given(seed=st.integers(0, 10**6), alpha=st.sampled_from([None, F(1, 10), F(1, 3)]))
+@example(seed=7, alpha=None)
+@example(seed=8, alpha=F(1, 10))
+def test_boxes_through_crossings_contain_references(seed, alpha):
+    """Durations 1/3 for leaky slopes: the tail window of a non-dyadic piece is exercised.
+    HYPOTHESIS_PROFILE=thorough: 300 examples (~8 s each), 8 points per box."""
+    _contains_references(seed, alpha, 8 if THOROUGH else 2)
 
 
 def test_widths_on_the_scale_of_the_image():

@@ -251,14 +251,13 @@ def test_split_boxes_partition_is_checked():
     """Boxes split by the producer (hints.partition, one flat tree per box, mean-value form):
     VERIFIED, the claim of each input box contains its leaves' replays; a cut moved, a leaf
     missing, a cut outside, a partition given for points: REJECTED."""
-    from certified.flow.relu._split import split_certificate, split_relu_boxes
+    from certified.flow.relu._split import split_certificate
 
     Ws, As, bs, rng = _random(9, 3, 4, 2)
     sched = _schedule(Ws, As, bs, [F(1, 4), F(1, 4)])
     lo = rng.uniform(-1, 1, size=(3, 3))
     hi = lo + 0.2
-    sp = split_relu_boxes(sched, lo, hi, 8)
-    cert = split_certificate(sched, lo, hi, sp)
+    cert = split_certificate(sched, lo, hi, 8)
     assert check_certificate(cert).verified
     split = [q for q, t in enumerate(cert["hints"]["partition"]) if len(t) > 1]
     if not split:

@@ -142,24 +142,35 @@ def mean_value_boxes(schedule, lo: np.ndarray, hi: np.ndarray, *, refine: int = 
     return MeanValueBoxes({**base, "steps": steps}, out_lo, out_hi, total, int(per.sum()), per)
 
 
-def mean_value_result(schedule, X0, **options):
-    """:func:`mean_value_boxes` for boxes ``X0`` (an :class:`~certified.arith.Interval` of
-    doubles, (n, d)) as a :class:`~certified.flow.result.FlowEnclosure`: the enclosures are the
-    checker's replay widened by 2^-30 of their width (BLAS may sum in another order on another
-    machine), ``hints["plan"]`` the hints of the certificate (with ``"form"``).
+def mean_value_result(schedule, X0, max_splits: int = 0, **options):
+    """The images of the boxes ``X0`` (an :class:`~certified.arith.Interval` of doubles,
+    (n, d)) in mean-value form as a :class:`~certified.flow.result.FlowEnclosure`, or None when
+    a parameter is not a double. With ``max_splits``, boxes that straddled planes are bisected
+    (:func:`certified.flow.relu._split.split_relu_boxes`) and each box's enclosure is the hull
+    of its leaves'. The enclosures are the checker's replays widened by 2^-30 of their width
+    (BLAS may sum in another order on another machine); ``hints["plan"]`` holds the
+    certificate's hints (``form``, ``pieces``, ``steps`` per leaf, ``partition``).
 
     Guarantee: ``enclosures[0, n]`` contains ``Phi_T(x)`` for every x in box n."""
     from certified.arith import Interval
     from certified.arith.exact import fmpq_to_str
+    from certified.certificates.flow import exact_number
+    from certified.flow.relu._split import split_relu_boxes
     from certified.flow.result import FlowEnclosure, FlowStatus
 
+    if not all(p.parameters_float_exact for p in schedule.pieces):
+        return None
     lo, hi = np.asarray(X0.lo, dtype=float), np.asarray(X0.hi, dtype=float)
-    mv = mean_value_boxes(schedule, lo, hi, **options)
-    pad = (mv.hi - mv.lo) * 2.0**-30 + (np.abs(mv.lo) + np.abs(mv.hi)) * 2.0**-50
-    enc = Interval(mv.lo - pad, mv.hi + pad)  # nearest doubles of exact bounds: outward
-    plan = {k: v for k, v in mv.hints.items() if k != "method"}
-    hints = {"method": "relu-vectorised", "plan": plan, "steps_taken": mv.steps}
-    hints["undecided"] = mv.undecided
+    sp = split_relu_boxes(schedule, lo, hi, max_splits, **options)
+    pad = (sp.enc_hi - sp.enc_lo) * 2.0**-30 + (np.abs(sp.enc_lo) + np.abs(sp.enc_hi)) * 2.0**-50
+    enc = Interval(sp.enc_lo - pad, sp.enc_hi + pad)  # nearest doubles of exact bounds: outward
+    plan = {k: v for k, v in sp.hints.items() if k != "method"}
+    plan["steps"] = sp.steps
+    if sp.splits:
+        trees = [[exact_number(v) if isinstance(v, float) else v for v in t] for t in sp.trees]
+        plan["partition"] = trees
+    hints = {"method": "relu-vectorised", "plan": plan, "splits": sp.splits}
+    hints["leaves"] = len(sp.steps)
     times = (fmpq_to_str(schedule.total_time),)
     return FlowEnclosure(times, enc.reshape(1, *lo.shape), FlowStatus.SUCCESS, hints=hints)
 
@@ -185,4 +196,7 @@ def mean_value_certificate(schedule, lo: np.ndarray, hi: np.ndarray, **options) 
     from certified.arith import Interval
 
     X0 = Interval(np.asarray(lo, dtype=float), np.asarray(hi, dtype=float))
-    return certificate_of_result(schedule, X0, mean_value_result(schedule, X0, **options))
+    result = mean_value_result(schedule, X0, **options)
+    if result is None:
+        raise InputError("schedule: the mean-value form needs parameters that are doubles")
+    return certificate_of_result(schedule, X0, result)

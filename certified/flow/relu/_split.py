@@ -136,19 +136,13 @@ def split_relu_boxes(schedule, lo: np.ndarray, hi: np.ndarray, max_splits: int =
     )
 
 
-def split_certificate(schedule, lo: np.ndarray, hi: np.ndarray, sp: SplitBoxes) -> dict:
-    """The certificate of :func:`split_relu_boxes`'s result for the input boxes ``[lo, hi]``:
-    claims are the hulls widened by 2^-30 of their width (BLAS may sum in another order on
-    another machine). Guarantee: none (the checker decides)."""
-    from certified.certificates import flow_certificate
-    from certified.certificates.flow import exact_number
+def split_certificate(schedule, lo: np.ndarray, hi: np.ndarray, max_splits: int, **options):
+    """A certificate of the boxes ``[lo, hi]`` split under ``max_splits`` (mean-value form,
+    hints.partition): :func:`certified.flow.relu._mv.mean_value_result` and its certificate.
+    Guarantee: none (the checker decides)."""
+    from certified.arith import Interval
+    from certified.flow.relu._mv import certificate_of_result, mean_value_result
 
-    pad = (sp.enc_hi - sp.enc_lo) * 2.0**-30 + (np.abs(sp.enc_lo) + np.abs(sp.enc_hi)) * 2.0**-50
-    enc = np.stack([sp.enc_lo - pad, sp.enc_hi + pad], axis=-1)
-    hints = {**sp.hints, "steps": sp.steps}
-    hints["partition"] = [
-        [exact_number(v) if isinstance(v, float) else v for v in t] for t in sp.trees
-    ]
-    boxes = np.stack([np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)], axis=-1)
-    return flow_certificate(schedule, None, enclosures=enc, method="relu-vectorised",
-                            extra_hints=hints, boxes=boxes)  # fmt: skip
+    X0 = Interval(np.asarray(lo, dtype=float), np.asarray(hi, dtype=float))
+    result = mean_value_result(schedule, X0, max_splits, **options)
+    return certificate_of_result(schedule, X0, result)
