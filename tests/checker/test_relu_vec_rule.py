@@ -257,7 +257,7 @@ def test_split_boxes_partition_is_checked():
     sched = _schedule(Ws, As, bs, [F(1, 4), F(1, 4)])
     lo = rng.uniform(-1, 1, size=(3, 3))
     hi = lo + 0.2
-    cert = split_certificate(sched, lo, hi, 8)
+    cert = split_certificate(sched, lo, hi, 4, refine=1)
     assert check_certificate(cert).verified
     split = [q for q, t in enumerate(cert["hints"]["partition"]) if len(t) > 1]
     if not split:
