@@ -260,3 +260,15 @@ def test_cli_no_certificate(tmp_path, capsys):
     assert main([*argv, "--out", str(tmp_path / "c.json")]) == 2
     assert "--no-certificate" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["inst.json"]
+
+
+def test_max_norm_route_contains_the_20_digit_flow(monkeypatch):
+    """Above NORM2_LIMIT the error is carried by the log max-norm bound (particles.md §6)."""
+    import certified.transformers.particle_taylor as pt
+
+    monkeypatch.setattr(pt, "NORM2_LIMIT", 0)
+    inst = _antipodal(1)
+    (enc,) = sphere_taylor_flow(parse_instance(inst))
+    box = enc.box()
+    assert ref.contains(box.lo, box.hi, ref.flow(inst, dps=20)) == []
+    assert enc.radius < 1e-10
