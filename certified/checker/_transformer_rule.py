@@ -80,7 +80,8 @@ def check_transformer_cluster_v1(instance: Any, claim: Any, hints: Any) -> str:
 
 def check_transformer_match_v1(instance: Any, claim: Any, hints: Any) -> str:
     """Kind ``transformer-match`` v1 (proofs/transformers.md §6): the flows of the atoms of N
-    measures (points, measure after measure, in chunks that share one field and one schedule;
+    measures (points, measure after measure, in chunks of the one-token field or one coupled
+    flow per whole measure; one schedule for all, one field per measure size and weights;
     rule ``taylor-lohner``) and, per measure g,
     W_2^2(mu^g(T), delta_{y_g}) <= sum_i w_i max_{x in box_i} |x - y_g|^2 <= claimed <= eps^2."""
     fields(instance, "instance", ("flows", "sizes", "weights", "targets", "dimension"))
@@ -97,16 +98,28 @@ def check_transformer_match_v1(instance: Any, claim: Any, hints: Any) -> str:
     flows = array(instance["flows"], "instance.flows")
     claims = array(claim["flows"], "claim.flows", len(flows))
     hint_list = array(hints["flows"], "hints.flows", len(flows))
-    final, summary = [], ""
+    final, summary, fields_of = [], "", {}
+    bounds_at = {sum(sizes[:g]): g for g in range(N)}  # first atom of measure g -> g
     for k, (flow, fc, fh) in enumerate(zip(flows, claims, hint_list, strict=True)):
         if not isinstance(flow, dict) or "points" not in flow:
             raise Rejected(f"instance.flows[{k}]: the atoms must be given as points")
-        if k and (flow.get("field") != flows[0].get("field")
-                  or flow.get("pieces") != flows[0].get("pieces")):  # fmt: skip
-            raise Rejected(f"instance.flows[{k}]: not the field and schedule of flows[0]")
+        if k and flow.get("pieces") != flows[0].get("pieces"):
+            raise Rejected(f"instance.flows[{k}]: not the schedule of flows[0]")
         summary = check_field_flow(flow, fc, fh)
         encl = array(fc["enclosures"], f"claim.flows[{k}].enclosures")
-        final += box_rows(encl[-1], f"claim.flows[{k}].enclosures[-1]", None, d)
+        rows = box_rows(encl[-1], f"claim.flows[{k}].enclosures[-1]", None, None)
+        width = len(rows[0]) if rows else d
+        if any(len(row) != width for row in rows):
+            raise Rejected(f"claim.flows[{k}].enclosures[-1]: rows of different lengths")
+        key: Any = "atoms"  # one-token chunks: every flow carries the field of the first
+        if width != d:  # one coupled flow of one whole measure (n_g * d coordinates)
+            g = bounds_at.get(len(final))
+            if len(rows) != 1 or g is None or width != sizes[g] * d:
+                raise Rejected(f"instance.flows[{k}]: a coupled flow must be one whole measure")
+            key = (sizes[g], repr(weights[g]))
+        if fields_of.setdefault(key, flow.get("field")) != flow.get("field"):
+            raise Rejected(f"instance.flows[{k}]: not the field of the flows before it")
+        final += [row[i : i + d] for row in rows for i in range(0, width, d)]
     if len(final) != total:
         raise Rejected(f"instance.flows: {len(final)} atoms, the sizes say {total}")
     if small_integer(claim["switches"], "claim.switches", 0, 10**6) != len(flows[0]["pieces"]) - 1:

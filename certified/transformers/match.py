@@ -2,14 +2,16 @@
 N empirical measures on S^{d-1}, d >= 3, and N Dirac targets -> a schedule theta(t) whose
 certified flow brings every measure within W_2 <= eps of its target.
 
-Construction (proofs/transformers.md §5): when the supports are disjoint (Prop 3.1's
-conclusion; a shared atom with different targets needs the barycentre flows of Lemma 3.3,
-not implemented: the verdict says which atom), every piece is a sphere perceptron (V = 0,
+Construction (proofs/transformers.md §6 and §6b). Measures of several atoms are clustered
+first (:mod:`certified.transformers.match_cluster`: Lemma 3.2 when a measure is not in an open
+hemisphere, self-attention V = cI, then the N clusters steered by gated pulls; one coupled flow
+per measure; clusters too close to separate give UNDECIDED naming Prop 3.1). Measures of one
+atom each are routed atom by atom: every piece is a sphere perceptron (V = 0,
 sigmoid gates), so the flow moves each atom independently; the pieces are rounds of gated
 pulls (:mod:`certified.transformers.steering`: the ball gate of Lemma B.2 with the corrected
 sign and the corridor steering of Prop 4.1/4.2, every atom routed to its target and stopped
-there by the choice of the pull's speed). The schedule is then certified: all atoms are points
-of the one-token field (rule ``taylor-lohner``), and from the enclosures at T
+there by the choice of the pull's speed), all atoms points of the one-token field. The
+schedule is certified (rule ``taylor-lohner``), and from the enclosures at T
 
 .. math::
 
@@ -61,10 +63,10 @@ class MatchTargets:
 
 @dataclass(frozen=True)
 class MatchVerdict:
-    """Outcome, reason, the produced pieces (instance JSON), the flow (one-token problem,
-    start points, and one FlowEnclosure per chunk of ``chunk`` consecutive atoms: the checker
-    bounds the replay cost of one flow), the exact upper bounds on W_2^2 per measure, and the
-    switches.
+    """Outcome, reason, the produced pieces (instance JSON), the flows (``sources``: per flow
+    its problem and start points, ``results``: one FlowEnclosure each: chunks of consecutive
+    atoms of the one-token field, or one coupled flow per measure after clustering), the exact
+    upper bounds on W_2^2 per measure, and the switches.
 
     Guarantee: VERIFIED means every bound is <= eps^2 and the flow is certified."""
 
@@ -73,15 +75,14 @@ class MatchVerdict:
     pieces: list
     switches: int
     w2_squared: list[flint.fmpq] | None = None
-    problem: Any = field(default=None, repr=False)
-    points: np.ndarray | None = field(default=None, repr=False)
+    sources: list = field(default_factory=list, repr=False)
     results: list = field(default_factory=list, repr=False)
-    chunk: int = 16
+    d: int = 3
 
     def final_boxes(self) -> tuple[np.ndarray, np.ndarray]:
         """The final boxes of all atoms (lo, hi as (M, d) float arrays)."""
-        lo = np.concatenate([r.final.lo for r in self.results])
-        hi = np.concatenate([r.final.hi for r in self.results])
+        lo = np.concatenate([r.final.lo.reshape(-1, self.d) for r in self.results])
+        hi = np.concatenate([r.final.hi.reshape(-1, self.d) for r in self.results])
         return lo, hi
 
 
@@ -176,22 +177,6 @@ def read_measures(path: Any) -> TransformerInstance:
         return parse_instance({**obj, "pieces": [{"duration": 1}]})
 
 
-def _shared_atom(instance: TransformerInstance, Y: np.ndarray) -> str | None:
-    seen: dict = {}
-    for g, X in enumerate(instance.measures):
-        for i, row in enumerate(X):
-            key = tuple(row)
-            if key in seen and tuple(Y[seen[key][0]]) != tuple(Y[g]):
-                h, j = seen[key]
-                return (
-                    f"Prop 3.1 (disjoint supports) is needed: measures[{g}].tokens[{i}] = "
-                    f"measures[{h}].tokens[{j}] with different targets; the barycentre flows of "
-                    "Lemma 3.3 that separate shared atoms are not implemented"
-                )
-            seen.setdefault(key, (g, i))
-    return None
-
-
 def _float(a: np.ndarray) -> np.ndarray:
     return np.array([[float(q.p) / float(q.q) for q in row] for row in a], dtype=float)
 
@@ -248,48 +233,53 @@ def match_measures(
     step_policy: Any = None,
     chunk: int = 16,
 ) -> MatchVerdict:
-    """The construction and its certified verdict (module docstring).
+    """The construction and its certified verdict (module docstring): measures of one atom
+    each are routed atom by atom (V = 0, flows of the one-token field in chunks of ``chunk``);
+    otherwise the measures are clustered first
+    (:mod:`certified.transformers.match_cluster`, one coupled flow per measure).
 
     Guarantee: as :class:`MatchVerdict`.
     """
-    from certified.transformers.steering import plan_steering
-
     eps = to_fmpq(eps, "--eps")
     if not eps > 0:
         raise InputError(f"--eps: {eps} is not positive")
     d, Y = instance.d, targets.points
-    shared = _shared_atom(instance, Y)
-    if shared is not None:
-        return MatchVerdict(Outcome.UNDECIDED, shared, [], 0)
-    X = np.concatenate(instance.measures)
-    dest = np.concatenate([np.full(n, g) for g, n in enumerate(instance.sizes)])
-    Xf, Yf = _float(X), _float(Y)
-    Xf /= np.linalg.norm(Xf, axis=1, keepdims=True)
+    Yf = _float(Y)
     Yf /= np.linalg.norm(Yf, axis=1, keepdims=True)
-    # every atom parked at an angle a tenth of eps (the bound then has room for the widths)
-    radius = 0.1 * float(eps.p) / float(eps.q)
-    plan = plan_steering(Xf, dest, Yf, radius=min(radius, 0.1))
-    pieces = _pieces(plan.rounds, d)
-    if plan.failure is not None or not pieces:
-        why = plan.failure or "no atom needs to move"
-        if not pieces:
-            pieces = [{"duration": 1}]
-        if plan.failure is not None:
-            return MatchVerdict(Outcome.UNDECIDED, f"Prop 4.2 (corridor steering): {why}",
-                                pieces, len(pieces) - 1)  # fmt: skip
-    from certified.flow import SaveAt, enclose_flow
+    eps_f = float(eps.p) / float(eps.q)
+    if max(instance.sizes) > 1:
+        from certified.transformers.match_cluster import cluster_flows, cluster_schedule
 
-    one = _one_token_problem(pieces, d)
+        cplan = cluster_schedule(instance, Yf, eps_f, targets.omega)
+        pieces = cplan.pieces or [{"duration": 1}]
+        if cplan.failure is not None:
+            return MatchVerdict(Outcome.UNDECIDED, cplan.failure, pieces, len(pieces) - 1, d=d)
+        flows = cluster_flows(instance, pieces, step_policy=step_policy)
+        sources = [(inst.problem, inst.state()) for inst, _ in flows]
+        results = [res for _, res in flows]
+    else:
+        X = np.concatenate(instance.measures)
+        Xf = _float(X)
+        Xf /= np.linalg.norm(Xf, axis=1, keepdims=True)
+        dest = np.arange(len(X))
+        pieces, failure = _atom_schedule(Xf, dest, Yf, eps_f, d)
+        if failure is not None:
+            return MatchVerdict(Outcome.UNDECIDED, failure, pieces, len(pieces) - 1, d=d)
+        from certified.flow import SaveAt, enclose_flow
+
+        one = _one_token_problem(pieces, d)
+        sources, results = [], []
+        for start in range(0, len(X), chunk):
+            sources.append((one, X[start : start + chunk]))
+            results.append(enclose_flow(one, sources[-1][1], save_at=SaveAt(one.total_time),
+                                        step_policy=step_policy))  # fmt: skip
+            if results[-1].status.name != "SUCCESS":
+                break
     switches = len(pieces) - 1
-    results = []
-    for start in range(0, len(X), chunk):
-        res = enclose_flow(one, X[start : start + chunk], save_at=SaveAt(one.total_time),
-                           step_policy=step_policy)  # fmt: skip
-        if res.status.name != "SUCCESS":
-            return MatchVerdict(Outcome.UNDECIDED, f"the flow was not certified: {res.message}",
-                                pieces, switches, None, one, X)  # fmt: skip
-        results.append(res)
-    verdict = MatchVerdict(Outcome.UNDECIDED, "", pieces, switches, None, one, X, results, chunk)
+    if results[-1].status.name != "SUCCESS":
+        return MatchVerdict(Outcome.UNDECIDED, f"the flow was not certified: "
+                            f"{results[-1].message}", pieces, switches, d=d)  # fmt: skip
+    verdict = MatchVerdict(Outcome.UNDECIDED, "", pieces, switches, None, sources, results, d)
     lo, hi = verdict.final_boxes()
     bounds = measure_bounds(instance, Y, lo, hi)
     worst = max(range(len(bounds)), key=lambda g: bounds[g])
@@ -299,7 +289,19 @@ def match_measures(
         outcome = Outcome.UNDECIDED
         reason = (f"measures[{worst}]: the certified W_2^2 bound {float(bounds[worst]):.3g} "
                   f"exceeds eps^2")  # fmt: skip
-    return MatchVerdict(outcome, reason, pieces, switches, bounds, one, X, results, chunk)
+    return MatchVerdict(outcome, reason, pieces, switches, bounds, sources, results, d)
+
+
+def _atom_schedule(Xf, dest, Yf, eps: float, d: int) -> tuple[list[dict], str | None]:
+    """Pieces routing every atom by itself (V = 0), and the failure or None."""
+    from certified.transformers.steering import plan_steering
+
+    # every atom parked at an angle a tenth of eps (the bound then has room for the widths)
+    plan = plan_steering(Xf, dest, Yf, radius=min(0.1 * eps, 0.1))
+    pieces = _pieces(plan.rounds, d) or [{"duration": 1}]
+    if plan.failure is not None:
+        return pieces, f"Prop 4.2 (corridor steering): {plan.failure}"
+    return pieces, None
 
 
 def measure_bounds(instance: TransformerInstance, Y, lo, hi) -> list[flint.fmpq]:
@@ -333,19 +335,20 @@ def match_certificate(
     eps = to_fmpq(eps, "--eps")
     from certified.certificates.field_flow import FieldCertificateError
 
-    flows, c = [], verdict.chunk
-    for k, res in enumerate(verdict.results):
+    flows = []
+    for (problem, points), res in zip(verdict.sources, verdict.results, strict=True):
         try:
-            flow = flow_certificate_for(verdict.problem, verdict.points[k * c : (k + 1) * c], res)
+            flow = flow_certificate_for(problem, points, res)
         except FieldCertificateError:  # over the replay limit, or a step the replay refuses:
             return None  # the caller retries with smaller chunks and steps
         if flow is None:
             return None
         flows.append(flow)
     d = instance.d
-    rows = [row for f in flows for row in f["claim"]["enclosures"][-1]]
-    lo = [[to_fmpq(rows[i][c][0]) for c in range(d)] for i in range(len(rows))]
-    hi = [[to_fmpq(rows[i][c][1]) for c in range(d)] for i in range(len(rows))]
+    # rows of d (one-token chunks) or of n_g * d (one coupled flow per measure): split into atoms
+    pairs = [p for f in flows for row in f["claim"]["enclosures"][-1] for p in row]
+    lo = [[to_fmpq(pairs[i + c][0]) for c in range(d)] for i in range(0, len(pairs), d)]
+    hi = [[to_fmpq(pairs[i + c][1]) for c in range(d)] for i in range(0, len(pairs), d)]
     bounds = measure_bounds(instance, targets.points, lo, hi)
     if any(not b <= eps * eps for b in bounds):
         return None

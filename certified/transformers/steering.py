@@ -76,13 +76,17 @@ def _ball_max(q: np.ndarray, centre: np.ndarray, radius: float) -> float:
     return math.cos(max(0.0, _angle(q, centre) - radius))
 
 
-def _hop(p, q, others, moves, s_goal, atom):
+def _hop(p, q, others, moves, s_goal, atom, spread=0.0):
     """The gated pull that takes the atom at p toward q, or None when the cap cannot hold it
     alone (others: positions that must stay outside; moves: this round's accepted pulls with
-    the angular radius of their atom's path)."""
-    s_p = float(np.dot(q, p))
-    r_path = _angle(q, p)
-    s_out = float(np.max(others @ q)) if len(others) else -1.0
+    the angular radius of their atom's path; spread: the angular radius of the cluster around
+    every position, 0 for points)."""
+    s_p = math.cos(min(math.pi, _angle(q, p) + spread))
+    r_path = _angle(q, p) + spread
+    s_out = -1.0
+    if len(others):
+        s_out = float(np.max(np.cos(np.maximum(0.0, np.arccos(np.clip(others @ q, -1, 1))
+                                                - spread))))  # fmt: skip
     if moves:
         MQ = np.array([m.q for m, _ in moves])
         radii = np.array([r for _, r in moves])
@@ -98,7 +102,7 @@ def _hop(p, q, others, moves, s_goal, atom):
         return None
     c = s_out + gap / 2
     beta = 2 * _LEAK / gap
-    k = math.atanh(s_goal) - math.atanh(s_p)
+    k = math.atanh(s_goal) - math.atanh(min(float(np.dot(q, p)), s_goal))
     return GatedPull(q, k, beta, c, atom), r_path
 
 
@@ -121,9 +125,12 @@ def plan_steering(
     radius: float,
     max_rounds: int = 400,
     seed: int = 0,
+    spread: float = 0.0,
 ) -> SteeringPlan:
     """Route every atom (rows of X, unit vectors) to its target ``Y[dest[i]]`` to within
-    angular ``radius``, by rounds of gated pulls (module docstring).
+    angular ``radius``, by rounds of gated pulls (module docstring); with ``spread`` > 0 the
+    rows are the centres of clusters of that angular radius, and every cap holds or excludes
+    a whole cluster with the margin.
 
     Guarantee: none (heuristic: the certified flow of the schedule decides).
     """
@@ -149,7 +156,7 @@ def plan_steering(
             p, y = pos[i], Y[dest[i]]
             mask = np.ones(M, dtype=bool)
             mask[i] = False
-            final = _final_pull(i, pos, dest, Y, busy, moves, s_final)
+            final = _final_pull(i, pos, dest, Y, busy, moves, s_final, spread)
             if final is not None:
                 pull, r_path, group = final
                 moves.append((pull, r_path))
@@ -160,7 +167,7 @@ def plan_steering(
                     parked[j] = busy[j] = True
                 stalls[i] = 0
                 continue
-            hop = _best_hop(p, y, pos[mask], moves, i, rng, stalls[i])
+            hop = _best_hop(p, y, pos[mask], moves, i, rng, stalls[i], spread)
             if hop is None:
                 stalls[i] += 1
                 continue
@@ -177,7 +184,7 @@ def plan_steering(
     return SteeringPlan(rounds, pos, f"atom {i} not parked after {max_rounds} rounds")
 
 
-def _final_pull(i, pos, dest, Y, busy, moves, s_final):
+def _final_pull(i, pos, dest, Y, busy, moves, s_final, spread=0.0):
     """The last hop of atom i: a cap around its target y holding i and the other free atoms
     bound for y that are at least as near (they ride along), nothing else; the speed is set
     for the farthest of them. Returns (pull, path radius, group) or None."""
@@ -189,7 +196,7 @@ def _final_pull(i, pos, dest, Y, busy, moves, s_final):
         mask = np.ones(len(pos), dtype=bool)
         mask[group] = False
         weakest = group[-1]
-        hop = _hop(pos[weakest], y, pos[mask], moves, s_final, weakest)
+        hop = _hop(pos[weakest], y, pos[mask], moves, s_final, weakest, spread)
         if hop is not None:
             return hop[0], hop[1], group
         group = group[:-1]
@@ -217,7 +224,7 @@ def _rotate(p: np.ndarray, q: np.ndarray, s: float) -> np.ndarray:
     return s * q + math.sqrt(max(0.0, 1 - s * s)) * t
 
 
-def _best_hop(p, y, others, moves, atom, rng, stalls):
+def _best_hop(p, y, others, moves, atom, rng, stalls, spread=0.0):
     """A waypoint q near p in a direction that brings p nearer to y (or sideways when stuck):
     the atom must be the only point in the cap around q; the hop stops at 1/10 of the way
     left."""
@@ -245,7 +252,7 @@ def _best_hop(p, y, others, moves, atom, rng, stalls):
                 continue
             q = _unit(math.cos(rho) * p + math.sin(rho) * u)
             s_goal = math.cos(0.05 * rho)
-            hop = _hop(p, q, others, moves, s_goal, atom)
+            hop = _hop(p, q, others, moves, s_goal, atom, spread)
             if hop is None:
                 continue
             score = _angle(_rotate(p, q, s_goal), y)

@@ -1,7 +1,8 @@
 """``certified transformer match`` (Theorem 1.1, proofs/transformers.md §5): a small instance
 VERIFIED with a certificate the checker accepts; moving a target or an atom so that the claim
-is false is REJECTED; the float64 RK4 of the schedule lands in the certified boxes; hypotheses
-that fail give UNDECIDED with the lemma named; bad input exits 2 and writes nothing."""
+is false is REJECTED; the float64 RK4 of the schedule lands in the certified boxes; bad input
+exits 2 and writes nothing. Measures of several atoms (cluster first; shared atoms with
+different targets are separated by the clustering): tests/transformers/test_match_cluster.py."""
 
 from __future__ import annotations
 
@@ -105,17 +106,6 @@ def test_w2_bound_of_points_is_exact():
     w = [flint.fmpq(1, 4), flint.fmpq(3, 4)]
     exact = w[0] * (flint.fmpq(9, 25) + flint.fmpq(1, 25)) + w[1] * 2
     assert w2_squared_upper(lo, hi, w, y) == exact
-
-
-def test_shared_atom_is_undecided_naming_prop_3_1(tmp_path, capsys):
-    shared = {"measures": [{"tokens": [[1, 0, 0]]}, {"tokens": [[1, 0, 0], [0, 1, 0]]}]}
-    inst, tg = _write(tmp_path, shared, "i.json"), _write(tmp_path, TARGETS, "t.json")
-    out = tmp_path / "c.json"
-    argv = ["transformer", "match", "--instance", str(inst), "--targets", str(tg)]
-    assert main([*argv, "--eps", "1/1000", "--out", str(out), "--json"]) == 1
-    data = json.loads(capsys.readouterr().out)
-    assert data["verdict"] == "UNDECIDED" and "Prop 3.1" in data["reason"]
-    assert not out.exists()
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,210 @@
+"""Theorem 1.1 by clustering first (theorems.md §7, the paper's Φ₂; proofs/transformers.md §6b):
+the producer of the schedule when some measure has several atoms. Untrusted: it proposes the
+pieces, the certified flow of every measure decides.
+
+1. Lemma 3.2 (only when some measure is not in an open hemisphere): one constant pull
+   ``x' = k P_x^perp z`` (``W = 2k z``, ``U = 0``, ``b = 0``: sigmoid(0) = 1/2) towards a pole z
+   whose antipode omega is no atom (``-omega`` of the targets file when given), which brings
+   every atom to ``<z, x> >= 1/2``.
+2. Self-attention clustering (theorems.md §8, V = c I, B = 0): ``x_i' = c P^perp_{x_i} m``,
+   ``m = sum_j w_j x_j`` the measure's own mean (measures do not interact), contracts the
+   atoms of each measure in an open hemisphere towards one point; c is chosen (float RK4) so
+   that every measure's angular radius is at most ``r``. With B = 0 the softmax weights are the
+   masses, so the pieces use ``"normalisation": "mean"`` (the same field, no division).
+3. Corridor steering of the N clusters (:mod:`certified.transformers.steering` with
+   ``spread``: every cap holds or excludes a whole cluster with the margin), the final pull
+   into each target contracting its cluster further.
+
+Where two clusters with different targets come closer than the caps can separate, the
+verdict names Prop 3.1 (the barycentre flows of Lemma 3.3 that would separate them are not
+implemented) and the two measures.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ClusterPlan", "cluster_flows", "cluster_schedule"]
+
+_DT = 1 / 64  # float RK4 step of the clustering simulation (time of V = I)
+_T_MAX = 60.0  # longest clustering simulated
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """Pieces (instance JSON), the simulated cluster centres, their angular radius, the number
+    of steering rounds, and the failure (lemma and where) or None.
+
+    Guarantee: none (heuristic)."""
+
+    pieces: list
+    centres: np.ndarray | None
+    radius: float
+    failure: str | None
+
+
+def _unit(X: np.ndarray) -> np.ndarray:
+    return X / np.linalg.norm(X, axis=-1, keepdims=True)
+
+
+def _float_rows(X: np.ndarray) -> np.ndarray:
+    return _unit(np.array([[float(q.p) / float(q.q) for q in row] for row in X], dtype=float))
+
+
+def _weights(masses, n: int) -> np.ndarray:
+    if masses is None:
+        return np.full(n, 1.0 / n)
+    return np.array([float(q.p) / float(q.q) for q in masses])
+
+
+def _hemisphere(X: np.ndarray, w: np.ndarray) -> bool:
+    """Heuristic witness: every atom strictly on the side of the measure's mean."""
+    m = w @ X
+    n = np.linalg.norm(m)
+    return bool(n > 1e-9 and np.min(X @ (m / n)) > 1e-6)
+
+
+def _pull(X: np.ndarray, z: np.ndarray, k: float) -> np.ndarray:
+    """The constant pull x' = k P^perp z for unit time: s = <z, x> -> tanh(artanh s + k)."""
+    s = np.clip(X @ z, -1 + 1e-15, 1 - 1e-15)
+    t = X - s[:, None] * z
+    nt = np.linalg.norm(t, axis=1, keepdims=True)
+    t = np.where(nt > 1e-15, t / np.maximum(nt, 1e-300), 0.0)
+    s_new = np.tanh(np.arctanh(s) + k)
+    return s_new[:, None] * z + np.sqrt(np.maximum(0.0, 1 - s_new**2))[:, None] * t
+
+
+def _radius(X: np.ndarray, w: np.ndarray) -> tuple[float, np.ndarray]:
+    c = _unit(w @ X)
+    return float(np.max(np.arccos(np.clip(X @ c, -1, 1)))), c
+
+
+def _cluster_time(Xs: list, ws: list, r: float) -> float | None:
+    """The least simulated time (multiple of 1/8) of x_i' = P^perp_{x_i} m after which every
+    measure has angular radius <= r (None: not within _T_MAX)."""
+
+    def f(X, w):
+        m = w @ X
+        return m[None, :] - (X @ m)[:, None] * X
+
+    Xs = [X.copy() for X in Xs]
+    t = 0.0
+    while t < _T_MAX:
+        if max(_radius(X, w)[0] for X, w in zip(Xs, ws, strict=True)) <= r and t > 0:
+            return math.ceil(t * 8) / 8
+        for g, (X, w) in enumerate(zip(Xs, ws, strict=True)):
+            k1 = f(X, w)
+            k2 = f(X + _DT / 2 * k1, w)
+            k3 = f(X + _DT / 2 * k2, w)
+            k4 = f(X + _DT * k3, w)
+            Xs[g] = _unit(X + _DT / 6 * (k1 + 2 * k2 + 2 * k3 + k4))
+        t += _DT
+    return None
+
+
+def _simulate(X: np.ndarray, w: np.ndarray, c: float) -> np.ndarray:
+    steps = max(1, math.ceil(c / _DT))
+    h = c / steps
+    for _ in range(steps):
+
+        def f(Z):
+            m = w @ Z
+            return m[None, :] - (Z @ m)[:, None] * Z
+
+        k1 = f(X)
+        k2 = f(X + h / 2 * k1)
+        k3 = f(X + h / 2 * k2)
+        k4 = f(X + h * k3)
+        X = _unit(X + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4))
+    return X
+
+
+def _pole(Xall: np.ndarray, omega) -> np.ndarray:
+    """The pole z of Lemma 3.2: -omega when given, else the best of a few directions (the
+    largest least <z, x>)."""
+    d = Xall.shape[1]
+    if omega is not None:
+        return -_unit(np.array([float(q.p) / float(q.q) for q in omega]))
+    rng = np.random.default_rng(0)
+    cands = [np.ones(d) / math.sqrt(d), _unit(np.sum(Xall, axis=0) + 1e-12)]
+    cands += [_unit(v) for v in rng.standard_normal((64, d))]
+    return max(cands, key=lambda z: float(np.min(Xall @ z)))
+
+
+def cluster_schedule(instance: Any, Y: np.ndarray, eps: float, omega=None) -> ClusterPlan:
+    """The pieces of steps 1-3 (module docstring) for the measures of ``instance`` and the
+    float targets Y (unit rows). Guarantee: none (heuristic: the certified flow decides)."""
+    from certified.transformers.match import _pieces
+    from certified.transformers.steering import plan_steering
+
+    d = instance.d
+    Xs = [_float_rows(X) for X in instance.measures]
+    ws = [_weights(m, X.shape[0]) for m, X in zip(instance.masses, Xs, strict=True)]
+    pieces: list[dict] = []
+    if not all(_hemisphere(X, w) for X, w in zip(Xs, ws, strict=True)):
+        z = _pole(np.concatenate(Xs), omega)
+        s_min = float(min(np.min(X @ z) for X in Xs))
+        if s_min <= -1 + 1e-9:
+            return ClusterPlan([], None, 0.0, "Lemma 3.2: an atom is at the pole -z the pull "
+                               "cannot move; give an omega outside every support")  # fmt: skip
+        k = max(0.0, math.atanh(0.5) - math.atanh(s_min))
+        k = math.ceil(k * 64) / 64
+        pieces.append({"duration": 1, "W": [[2 * k * v] for v in z.tolist()],
+                       "U": [[0.0] * d], "b": [0.0], "activation": "sigmoid"})  # fmt: skip
+        Xs = [_pull(X, z, k) for X in Xs]
+    r = min(eps / 4, 0.05)
+    c = _cluster_time(Xs, ws, r)
+    if c is None:
+        return ClusterPlan(pieces, None, 0.0, f"clustering (theorems.md §8): a measure is not "
+                           f"within angle {r:.3g} after time {_T_MAX}")  # fmt: skip
+    eye = [[str(c) if i == j else 0 for j in range(d)] for i in range(d)]
+    pieces.append({"duration": 1, "V": eye})
+    Xs = [_simulate(X, w, c) for X, w in zip(Xs, ws, strict=True)]
+    radii, centres = zip(*(_radius(X, w) for X, w in zip(Xs, ws, strict=True)), strict=True)
+    C = np.array(centres)
+    spread = 2 * max(max(radii), 1e-12)
+    N = len(Xs)
+    for g in range(N):
+        for h in range(g):
+            if np.array_equal(Y[g], Y[h]):
+                continue
+            gap = math.acos(max(-1.0, min(1.0, float(C[g] @ C[h]))))
+            if gap < 4 * spread:
+                return ClusterPlan(pieces, C, spread, (
+                    f"Prop 3.1 is needed: the clusters of measures[{g}] and measures[{h}] are "
+                    f"{gap:.3g} apart (radius {spread / 2:.3g}); the barycentre flows of Lemma "
+                    "3.3 that would separate them are not implemented"))  # fmt: skip
+    plan = plan_steering(C, np.arange(N), Y, radius=min(0.1 * eps, 0.1), spread=spread)
+    if plan.failure is not None:
+        return ClusterPlan(pieces, C, spread, f"Prop 4.2 (corridor steering): {plan.failure}")
+    return ClusterPlan(pieces + _pieces(plan.rounds, d), C, spread, None)
+
+
+def cluster_flows(instance: Any, pieces: list, *, step_policy: Any = None) -> list:
+    """For every measure g: (its one-measure instance with the schedule, the certified flow of
+    its coupled state). Stops at the first flow that is not certified (its result last).
+
+    Guarantee: as :func:`certified.transformers.flow.transformer_flow`."""
+    from certified.arith.exact import fmpq_to_str
+    from certified.transformers.flow import transformer_flow
+    from certified.transformers.instance import parse_instance
+
+    out = []
+    for X, m in zip(instance.measures, instance.masses, strict=True):
+        obj: dict[str, Any] = {
+            "tokens": [[fmpq_to_str(q) for q in row] for row in X],
+            "normalisation": "mean",
+            "pieces": pieces,
+        }
+        if m is not None:
+            obj["weights"] = [fmpq_to_str(q) for q in m]
+        inst = parse_instance(obj)
+        res = transformer_flow(inst, step_policy=step_policy)
+        out.append((inst, res))
+        if res.status.name != "SUCCESS":
+            break
+    return out
