@@ -257,7 +257,11 @@ def test_cli_no_certificate(tmp_path, capsys):
     hi = [float(Fraction(b)) for tok in data["enclosures"] for _, b in tok]
     assert ref.contains(lo, hi, exact) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["inst.json"]
-    assert main([*argv, "--out", str(tmp_path / "c.json")]) == 2
+    for extra in (["--out", str(tmp_path / "c.json")], ["--save-at", "1/8"]):
+        assert main([*argv, *extra]) == 2
+        assert "--no-certificate" in capsys.readouterr().err
+    cluster = ["transformer", "cluster", "--instance", str(path), "--eps", "1", "--no-certificate"]
+    assert main(cluster) == 2
     assert "--no-certificate" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["inst.json"]
 
