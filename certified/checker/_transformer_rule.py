@@ -47,6 +47,7 @@ def check_transformer_cluster_v1(instance: Any, claim: Any, hints: Any) -> str:
     fields(claim, "claim", ("flow", "verdict", "eps", "diameter_squared", "witness"))
     n = small_integer(instance["tokens"], "instance.tokens", 2, 10_000)
     d = small_integer(instance["dimension"], "instance.dimension", 1, 10_000)
+    fields(hints, "hints", tuple(hints) if isinstance(hints, dict) else ())  # an object
     summary = check_field_flow(instance["flow"], claim["flow"], hints)
     flow = instance["flow"]
     if not isinstance(flow, dict) or "points" not in flow:
@@ -105,6 +106,7 @@ def check_transformer_match_v1(instance: Any, claim: Any, hints: Any) -> str:
             raise Rejected(f"instance.flows[{k}]: the atoms must be given as points")
         if k and flow.get("pieces") != flows[0].get("pieces"):
             raise Rejected(f"instance.flows[{k}]: not the schedule of flows[0]")
+        fields(fh, f"hints.flows[{k}]", tuple(fh) if isinstance(fh, dict) else ())
         summary = check_field_flow(flow, fc, fh)
         encl = array(fc["enclosures"], f"claim.flows[{k}].enclosures")
         rows = box_rows(encl[-1], f"claim.flows[{k}].enclosures[-1]", None, None)
