@@ -9,8 +9,9 @@
   from boxes), ``_float`` (plain float64 baseline);
 * ``_vec`` and ``_vec_kernels`` -- the vectorised 53-bit engine (``enclose_flow(...,
   method="vectorised")``) and its compiled kernels; ``_vec_plan`` -- its steps as hints of
-  the checker rule ``relu-vectorised``; ``_split`` -- boxes split into certified sub-boxes
-  (``hints.partition``).
+  the checker rule ``relu-vectorised``; ``_mv`` -- boxes in mean-value form (zonotopes whose
+  planes cost one generator each, ``hints.form``, proofs/bounds.md#relu-mv); ``_split`` --
+  those boxes split into certified sub-boxes (``hints.partition``).
 
 Methods and lemmas: proofs/bounds.md, section "ReLU flows".
 """
