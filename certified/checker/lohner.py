@@ -115,8 +115,8 @@ def lohner_step(field, params, S: LohnerSet, h: fmpq, box, K: int, m: int) -> Lo
     vrem = field_jets(field, params, B, sB, m, wide=True)[m]
     vx = field_jets(field, params, X, sX, m - 1, wide=True)
     J, AM = (arb_mat([[_poly([vx[k][i][1 + j] for k in range(m)] + [vrem[i][1 + j]], hb)
-                       for j in range(o, o + d)] for i in range(d)])
-             for o in (0, d if S.M is not None else 0))  # fmt: skip
+                       for j in range(o, o + d)] for i in range(d)]) if o >= 0 else None
+             for o in (0, d if S.M is not None else -1))  # fmt: skip
     A = J * S.C
     centre = [arb((c + v.mid()).mid()) for c, v in zip(S.centre, inc, strict=True)]
     z = arb_mat([[(S.centre[i] - centre[i]) + inc[i]] for i in range(d)])
