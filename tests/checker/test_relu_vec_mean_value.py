@@ -139,3 +139,25 @@ def test_partition_in_mean_value_form_is_checked(good):
     bad = copy.deepcopy(c)
     bad["hints"]["partition"][0] = [0, str((to_fmpq(box[0][0]) + to_fmpq(box[0][1])) / 2), None]
     _rejected(bad, "ends early")
+
+
+def test_a_box_whose_steps_keep_failing_takes_windows_and_comes_back(monkeypatch):
+    """A region step reported failing (as a replay may, by a rounding) is repaired; past the
+    repair budget the box takes window steps only (they always hold): VERIFIED, every box."""
+    import certified.checker.flow as checker_flow
+
+    real = checker_flow.replay_relu_vectorised
+    calls = []
+
+    def flaky(pieces, sets, hints, al, boxes, trace=None):
+        lo, hi, failed = real(pieces, sets, hints, al, boxes, trace)
+        calls.append(1)
+        return lo, hi, ({0: (0, 0)} if len(calls) == 1 else failed)
+
+    monkeypatch.setattr(checker_flow, "replay_relu_vectorised", flaky)
+    sched, _, lo, hi = _instance(5, n=2)
+    cert = mean_value_certificate(sched, lo, hi, repairs=0)
+    monkeypatch.undo()
+    assert check_certificate(cert).verified
+    assert set(cert["hints"]["steps"][0]) <= set("w0123456789/")  # box 0: windows only
+    assert "R" in cert["hints"]["steps"][1] or "r" in cert["hints"]["steps"][1]
