@@ -81,6 +81,22 @@ def _psi(vp: VecPiece, sm, sr, h, whole: bool = False):
     return Sm, up(Sr + coef[:, None, None])
 
 
+def _slopes(vp: VecPiece, zlo, zhi, spread):
+    """Midpoint-radius slopes containing every difference quotient between a trajectory whose
+    neuron values are within ``spread`` of the centre's and the centre's, whose values are in
+    [zlo, zhi] (bounds.md#relu-mv, slopes); and the neurons not decided over the set."""
+    on, off = dn(zlo - spread) >= 0, up(zhi + spread) <= 0  # decided over the whole set
+    a_lo, a_hi = dn(vp.a_m - vp.a_r), up(vp.a_m + vp.a_r)
+    c_on, c_off = zlo > 0, zhi < 0  # the centre's side: the difference quotients are closer
+    q = np.clip(dn(np.where(c_on, zlo, -zhi) / spread), 0.0, 1.0)  # <= dist / spread
+    lo = np.where(on, 1.0, np.where(c_on, dn(dn(a_lo * dn(1.0 - q)) + q), a_lo))
+    hi = np.where(
+        on, 1.0, np.where(off, a_hi, np.where(c_off, up(up(1.0 - q) + up(a_hi * q)), 1.0))
+    )
+    sm = 0.5 * (lo + hi)
+    return sm, np.where(lo == hi, 0.0, rad(np.maximum(hi - sm, sm - lo))), ~(on | off)
+
+
 def zonotope_step(vp: VecPiece, S, span, h, ball, whole: bool = False):
     """One step of the sets c + G xi + [-e, e] (|xi|_inf <= 1; G doubles (n, d, m)) over a time
     in [0, h] (``whole``: any time in [0, h]), given ``span`` (the centre's neuron values over
@@ -93,16 +109,7 @@ def zonotope_step(vp: VecPiece, S, span, h, ball, whole: bool = False):
     D = norm_up(up(_nn(np.abs(G).sum(axis=2), m) + e))
     grow = up(up(vp.L * h) + up(up(vp.L * h) ** 2))  # e^x - 1 <= x + x^2 on [0, 1]
     spread = up(g + up(vp.anorm[None, :] * up(grow * D)[:, None]))
-    on, off = dn(zlo - spread) >= 0, up(zhi + spread) <= 0  # decided over the whole set
-    a_lo, a_hi = dn(vp.a_m - vp.a_r), up(vp.a_m + vp.a_r)
-    c_on, c_off = zlo > 0, zhi < 0  # the centre's side: the difference quotients are closer
-    q = np.clip(dn(np.where(c_on, zlo, -zhi) / spread), 0.0, 1.0)  # <= dist / spread
-    lo = np.where(on, 1.0, np.where(c_on, dn(dn(a_lo * dn(1.0 - q)) + q), a_lo))
-    hi = np.where(
-        on, 1.0, np.where(off, a_hi, np.where(c_off, up(up(1.0 - q) + up(a_hi * q)), 1.0))
-    )
-    sm = 0.5 * (lo + hi)
-    sr = np.where(lo == hi, 0.0, rad(np.maximum(hi - sm, sm - lo)))
+    sm, sr, und = _slopes(vp, zlo, zhi, spread)
     Qm, Qr = _psi(vp, sm, sr, h, True)  # every transition over a time in [0, h]
     AQm, AQr = _mm(vp.A, None, Qm, Qr, d)
     Tm, Tr = _mm(AQm, AQr, G, None, d)  # |a_i^T delta(s)| <= |A [Q] G| 1 + |A [Q]| e
@@ -110,11 +117,12 @@ def zonotope_step(vp: VecPiece, S, span, h, ball, whole: bool = False):
         _nn(up(np.abs(Tm) + Tr).sum(axis=2), m)
         + _nn((up(np.abs(AQm) + AQr) @ e[..., None])[..., 0], d)
     )
+    tight = np.minimum(tight, spread)
+    sm, sr, und = _slopes(vp, zlo, zhi, tight)  # narrower, still containing D(t)
     Em, Er = _psi(vp, sm, np.zeros_like(sr), h, whole)  # e^(h M_mid), M_mid = W diag(sm) A
     Gm, Gr = _mm(Em, Er, G, None, d)
-    beta = up(up(h[:, None] * sr) * np.minimum(tight, spread))  # >= int |theta_i|
+    beta = up(up(h[:, None] * sr) * tight)  # >= int |theta_i|
     Vm, Vr = _mm(Qm, Qr, vp.W, None, p)  # [Q] w_i: (n, d, p)
-    und = ~(on | off)
     inj = Vm * np.where(und, beta, 0.0)[:, None, :]  # generators; the others and rounding: box
     box = up(_nn(Gr.sum(axis=2), m) + _nn((up(np.abs(Em) + Er) @ e[..., None])[..., 0], d))
     box = up(box + _nn(up(up(U * np.abs(inj)) + up(Vr * beta[:, None, :])).sum(axis=2), p))
