@@ -111,3 +111,39 @@ def test_points_and_boxes_are_exclusive(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:  # argparse: usage error, exit 2
         main(args)
     assert exc.value.code == 2 and "not allowed with" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("max_splits", [0, 4])
+def test_a_leaky_box_across_a_plane_comes_back_tight_from_the_command(tmp_path, capsys, max_splits):
+    """Issue 18 item 3 through ``certified flow``: a box straddling the plane x = -1/4 of a
+    leaky-ReLU piece (x fixed, y' = leaky(x + 1/4)) is carried in mean-value form (rule
+    relu-vectorised, ``hints.form``), VERIFIED, contains the exact images of a grid of the box,
+    and is at most 3x as wide as their hull (the window steps gave widths orders larger)."""
+    schedule = {**RELU, "activation": "leaky_relu", "slope": "1/4", "pieces": RELU["pieces"][:1]}
+    lo, hi = [Fraction(-1, 2), Fraction(0)], [Fraction(1, 4), Fraction(1, 10)]
+    s, b = _files(tmp_path, schedule, {"lo": [["-1/2", 0]], "hi": [["1/4", "1/10"]]})
+    out = tmp_path / "cert.json"
+    args = ["flow", "--schedule", str(s), "--boxes", str(b), "--out", str(out), "--json"]
+    assert main([*args, "--max-splits", str(max_splits)]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    cert = json.loads(out.read_text())
+    assert payload["verdict"] == "VERIFIED" and check_file(out).verified
+    assert cert["hints"]["method"] == "relu-vectorised"
+    assert "mean-value" in json.dumps(cert["hints"])
+
+    def leaky(z):
+        return z if z > 0 else Fraction(1, 4) * z
+
+    images = [
+        (x, y + Fraction(1, 2) * leaky(x + Fraction(1, 4)))
+        for i in range(17)
+        for j in range(5)
+        for x in [lo[0] + (hi[0] - lo[0]) * Fraction(i, 16)]
+        for y in [lo[1] + (hi[1] - lo[1]) * Fraction(j, 4)]
+    ]
+    (enc,) = payload["enclosures"]
+    for k in range(2):
+        lo_k, hi_k = Fraction(enc[k][0]), Fraction(enc[k][1])
+        values = [v[k] for v in images]
+        assert all(lo_k <= v <= hi_k for v in values)
+        assert hi_k - lo_k <= 3 * (max(values) - min(values))

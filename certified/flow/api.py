@@ -74,6 +74,7 @@ def enclose_flow(
     prec: int | None = None,
     order: int | None = None,
     max_step: Any = None,
+    max_splits: int | None = None,
 ) -> FlowEnclosure:
     """Certified enclosures of ``Phi_t(x)`` for every x in each initial set.
 
@@ -108,6 +109,10 @@ def enclose_flow(
         Shortcut for ``StepPolicy(order=...)``; not together with ``step_policy``.
     max_step : number, optional
         Shortcut for ``StepPolicy(max_step=...)`` (exact); not together with ``step_policy``.
+    max_splits : int, optional
+        ReLU / leaky ReLU boxes with the vectorised engine: at most this many bisections of the
+        boxes that straddle a switching plane (default 64, ``certified flow --max-splits``);
+        each box keeps the narrower of its own enclosure and the hull of its sub-boxes'.
 
     Returns
     -------
@@ -126,7 +131,7 @@ def enclose_flow(
     for every x in initial set i.
     """
     if isinstance(field, Schedule) and field.activation.is_piecewise_linear:
-        return _relu(field, X0, save_at, method, step_policy, prec, order, max_step)
+        return _relu(field, X0, save_at, method, step_policy, prec, order, max_step, max_splits)
     from certified.arith.ball import check_precision
     from certified.flow.taylor.lohner import lohner_flow
 
@@ -153,7 +158,9 @@ def enclose_flow(
     return lohner_flow(problem, sets, save_at, step_policy, prec)
 
 
-def _relu(schedule, X0, save_at, method, step_policy, prec, order, max_step) -> FlowEnclosure:
+def _relu(
+    schedule, X0, save_at, method, step_policy, prec, order, max_step, max_splits=None
+) -> FlowEnclosure:
     from certified.flow.relu import DEFAULT_PREC, relu_flow
 
     if method not in _RELU_METHODS:
@@ -180,8 +187,17 @@ def _relu(schedule, X0, save_at, method, step_policy, prec, order, max_step) -> 
     if fast:
         if prec not in (None, 53):
             raise InputError(f"prec: the vectorised engine works at 53 bits, not {prec}")
+        from certified.arith import Interval
         from certified.flow.relu._vec import relu_flow_vectorised
 
+        if isinstance(X0, Interval):  # boxes: mean-value form (proofs/bounds.md#relu-mv)
+            from certified.flow.relu._mv import mean_value_result
+            from certified.flow.relu._split import DEFAULT_MAX_SPLITS
+
+            splits = DEFAULT_MAX_SPLITS if max_splits is None else max_splits
+            res = mean_value_result(schedule, X0, splits)
+            if res is not None:
+                return res
         res = relu_flow_vectorised(
             W, A, b, durations, X0, activation=schedule.activation.value, slope=schedule.slope
         )
@@ -246,6 +262,10 @@ def flow_certificate_for(
         from certified.certificates.flow import relu_vectorised_certificate
 
         plan = result.hints["plan"]
+        if "form" in plan:  # boxes in mean-value form: the enclosures are the checker's replay
+            from certified.flow.relu._mv import certificate_of_result
+
+            return certificate_of_result(schedule, points, result)
         claims = None
         if not replay:  # the engine's boxes widened by half (the replay's are up to ~1.2x wider)
             lo, hi = result.final.lo.astype(float), result.final.hi.astype(float)

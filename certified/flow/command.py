@@ -106,8 +106,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-splits",
         type=int,
         help="boxes: at most this many bisections per file (default 64); boxes of smooth "
-        "fields are split where their enclosure grows past 1.5x its linear part, and each box's "
-        "enclosure is the hull of its sub-boxes' (the certificate carries the partition)",
+        "fields are split where their enclosure grows past 1.5x its linear part, ReLU boxes "
+        "where they straddle a switching plane; each box's enclosure is the narrower of its own "
+        "and the hull of its sub-boxes' (the certificate carries the partition)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
@@ -200,10 +201,12 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress("flow")
     what = "boxes" if args.boxes is not None else "points"
     if args.out is None:  # enclosures only: the fastest engine that applies
-        fast = args.boxes is None and _vectorised_applies(schedule, args.prec)
+        fast = _vectorised_applies(schedule, args.prec)
         with progress.stage(f"enclosing the flow of {n} {what}"):
-            if fast:  # points at 53 bits: the vectorised engine, whatever their number
-                result = enclose_flow(schedule, start, method="vectorised")
+            if fast:  # 53 bits: the vectorised engine (boxes in mean-value form), any number
+                result = enclose_flow(
+                    schedule, start, method="vectorised", max_splits=args.max_splits
+                )
             else:
                 result = enclose_flow(schedule, start, prec=args.prec)
         return _enclosures_only(args, result, n, what, source, t0)
@@ -211,7 +214,11 @@ def run(args: argparse.Namespace) -> int:
     refusal = (_relu_vec_over_budget if vec else _relu_over_budget)(schedule, n, what, args.prec)
     with progress.stage(f"enclosing the flow of {n} {what}"):
         if vec:  # the vectorised engine: its step plan makes a certificate (refused: at once)
-            result = None if refusal else enclose_flow(schedule, start, method="vectorised")
+            result = (
+                None
+                if refusal
+                else enclose_flow(schedule, start, method="vectorised", max_splits=args.max_splits)
+            )
         elif refusal is None:  # the region engine: its hints make a certificate
             result = enclose_flow(schedule, start, prec=args.prec, method="regions")
         else:  # no certificate can be accepted: the vectorised engine's enclosures, if it applies
