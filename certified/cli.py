@@ -160,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGINT, signal.default_int_handler)
         sys.unraisablehook = _signal_again(unraisable)
     try:
+        from certified.checker.ivec import keep_freed_memory  # speed of replays, process-wide
+
+        keep_freed_memory()
         return _main(sys.argv[1:] if argv is None else list(argv))
     except _Terminated:  # before the command started: nothing can have been written
         print("certified: terminated (no partial or temporary file is left)", file=sys.stderr)
