@@ -13,6 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+if __name__ == "certified":  # the command: signals during its imports give one line
+    from certified import _loading
+
+    if _loading.is_the_command():
+        _loading.install()
+
 # public name -> module that defines it (a new re-export goes here and in __all__)
 _LAZY = {
     "Interval": "certified.arith",

@@ -20,27 +20,17 @@ import os
 import signal
 import sys
 
+from certified._loading import install, is_the_command, while_loading
 
-def _while_loading(signum, frame):
-    """SIGINT or SIGTERM while the command is still importing (nothing has begun): one line and
-    the documented code, not the interpreter's traceback (issue 11's interrupt trials: on a
-    loaded machine the imports take seconds)."""
-    word, code = ("interrupted", 130) if signum == signal.SIGINT else ("terminated", 143)
-    os.write(2, f"certified: {word} (no partial or temporary file is left)\n".encode())
-    os._exit(code)
+if __name__ == "__main__" or is_the_command():  # the command (certified/_loading.py)
+    install()
 
+import argparse
+from pathlib import Path
 
-if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "certified":  # the command
-    for _signal in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(_signal) is not signal.SIG_IGN:  # (nohup, background jobs)
-            signal.signal(_signal, _while_loading)
-
-import argparse  # noqa: E402 (the imports after the handlers above)
-from pathlib import Path  # noqa: E402
-
-from certified import __version__  # noqa: E402
-from certified.commands.registry import COMMANDS, command  # noqa: E402
-from certified.errors import CertifiedError  # noqa: E402
+from certified import __version__
+from certified.commands.registry import COMMANDS, command
+from certified.errors import CertifiedError
 
 __all__ = ["full_parser", "main"]
 
@@ -94,8 +84,17 @@ class _Terminated(BaseException):
     """SIGTERM, raised in the main thread so that writers remove their temporary files."""
 
 
+_RECEIVED: list[int] = []  # the signals received while main runs (see main)
+
+
 def _on_sigterm(signum, frame):
+    _RECEIVED.append(signum)
     raise _Terminated
+
+
+def _on_sigint(signum, frame):
+    _RECEIVED.append(signum)
+    raise KeyboardInterrupt
 
 
 def _identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
@@ -155,10 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     previous, unraisable = None, sys.unraisablehook
     if hasattr(signal, "SIGTERM") and _in_main_thread():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
-        previous = signal.SIG_DFL if previous is _while_loading else previous
-        if signal.getsignal(signal.SIGINT) is _while_loading:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+        previous = signal.SIG_DFL if previous is while_loading else previous
+        if signal.getsignal(signal.SIGINT) in (while_loading, signal.default_int_handler):
+            signal.signal(signal.SIGINT, _on_sigint)
         sys.unraisablehook = _signal_again(unraisable)
+    del _RECEIVED[:]
     try:
         from certified.checker.ivec import keep_freed_memory  # speed of replays, process-wide
 
@@ -170,9 +170,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("certified: interrupted (no partial or temporary file is left)", file=sys.stderr)
         return 130
+    except Exception:  # a signal inside an import (e.g. "PyCapsule_Import could not import
+        if not _RECEIVED:  # module datetime", issue 11's trials) while the parser is built
+            raise
+        word, code = ("terminated", 143) if _RECEIVED[0] == signal.SIGTERM else ("interrupted", 130)
+        print(f"certified: {word} (no partial or temporary file is left)", file=sys.stderr)
+        return code
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+            if signal.getsignal(signal.SIGINT) is _on_sigint:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
             sys.unraisablehook = unraisable
 
 

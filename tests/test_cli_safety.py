@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import certified
 import certified.flow.command
 from certified.checker import check_file
 from certified.cli import main
@@ -240,6 +241,14 @@ _CASES = [pytest.param(c, s, marks=[pytest.mark.fullscale] * (c in _LATER and s 
     _LATER.index(c) % 2])) for c in sorted(SLOW_JOBS) for s in _SIGNALS]  # fmt: skip
 
 
+_PACKAGE = str(Path(certified.__file__).parent)
+
+
+def _our_frames(err: str) -> bool:
+    """Whether a traceback on stderr has a frame in the package's own source files."""
+    return any(_PACKAGE in line for line in err.splitlines() if line.strip().startswith("File"))
+
+
 @pytest.mark.parametrize(("command", "sig"), _CASES)
 def test_an_interrupted_command_leaves_no_partial_or_temporary_file(tmp_path, command, sig):
     # CI: a few trials per command and signal; CERTIFIED_INTERRUPT_TRIALS=100 for the issue's
@@ -258,6 +267,12 @@ def test_an_interrupted_command_leaves_no_partial_or_temporary_file(tmp_path, co
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=300)
         left = sorted(f.name for f in tmp_path.iterdir() if f.name not in inputs)
+        if "Traceback" in err and not _our_frames(err):
+            # the signal came while the interpreter itself started (site, runpy), before the
+            # package's first line (certified/_loading.py installs its handlers there): Python's
+            # own traceback, out of the package's reach; nothing began, nothing may be left
+            assert left == [], left
+            continue
         assert "Traceback" not in err, err
         if proc.returncode in (0, 1):  # finished first: the complete, checked certificate
             assert left == ["out.json"] and check_file(tmp_path / "out.json").verified
