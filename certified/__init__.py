@@ -13,11 +13,20 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-if __name__ == "certified":  # the command: signals during its imports give one line
+
+def _is_the_command() -> bool:
+    """The process runs ``certified`` (the console script) or ``python -m certified.cli``."""
+    import os
+    import sys
+
+    argv = getattr(sys, "orig_argv", sys.argv)
+    return os.path.basename(sys.argv[0]) == "certified" or "certified.cli" in argv[1:3]
+
+
+if _is_the_command():  # signals during the command's imports give one line (_loading.py)
     from certified import _loading
 
-    if _loading.is_the_command():
-        _loading.install()
+    _loading.install()
 
 # public name -> module that defines it (a new re-export goes here and in __all__)
 _LAZY = {

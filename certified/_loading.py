@@ -7,19 +7,12 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 
 
 def while_loading(signum, frame):
     word, code = ("interrupted", 130) if signum == signal.SIGINT else ("terminated", 143)
     os.write(2, f"certified: {word} (no partial or temporary file is left)\n".encode())
     os._exit(code)
-
-
-def is_the_command() -> bool:
-    """The process runs ``certified`` (the console script) or ``python -m certified.cli``."""
-    argv = getattr(sys, "orig_argv", sys.argv)
-    return os.path.basename(sys.argv[0]) == "certified" or "certified.cli" in argv[1:3]
 
 
 def install() -> None:

@@ -20,9 +20,10 @@ import os
 import signal
 import sys
 
-from certified._loading import install, is_the_command, while_loading
+from certified import _is_the_command
+from certified._loading import install, while_loading
 
-if __name__ == "__main__" or is_the_command():  # the command (certified/_loading.py)
+if __name__ == "__main__" or _is_the_command():  # the command (certified/_loading.py)
     install()
 
 import argparse

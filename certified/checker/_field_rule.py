@@ -112,9 +112,10 @@ def lohner_hints(hints: Any, n_pieces: int, method: str, optional: tuple) -> tup
     a priori form ("apriori" or "boxes"), order K, variational order m, precision, the steps of
     each piece (exact sums of bounded height) and the arithmetic; ``optional`` names the other
     keys the rule allows (parsed by the rule)."""
-    prior = "apriori" if isinstance(hints, dict) and "apriori" in hints else "boxes"
+    given = hints if isinstance(hints, dict) else {}  # not an object: fields() says so
+    prior = "apriori" if "apriori" in given else "boxes"
     keys = ("method", "order", "jacobian_order", "precision", "steps", prior)
-    fields(hints, "hints", keys + tuple(k for k in optional if k in hints))
+    fields(hints, "hints", keys + tuple(k for k in optional if k in given))
     _parse.string(hints["method"], "hints.method", (method,))
     K = small_integer(hints["order"], "hints.order", 2, 60)
     m = small_integer(hints["jacobian_order"], "hints.jacobian_order", 1, K)

@@ -259,17 +259,7 @@ def test_every_seed_is_a_certificate_of_a_known_kind():
     assert kinds == set(KINDS), set(KINDS) ^ kinds  # every kind is mutated
 
 
-# _field_rule.lohner_hints asks `k in hints` before hints is known to be an object: a number
-# there is an internal error (still REJECTED) for the kinds whose hints go to it directly
-_LOHNER_HINTS = {"gradient", "gradient_arb", "gradient_float64", "lorenz_flow", "tanh_flow",
-                 "transformer_flow"}  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    "seed",
-    [pytest.param(p, marks=[pytest.mark.xfail(strict=True, reason="_field_rule.lohner_hints")]
-                  * (p.stem in _LOHNER_HINTS), id=p.stem) for p in SEEDS],
-)  # fmt: skip
+@pytest.mark.parametrize("seed", SEEDS, ids=[p.stem for p in SEEDS])
 def test_hints_of_the_wrong_type_are_rejected_by_name(seed):
     from certified.checker import check_certificate
 
