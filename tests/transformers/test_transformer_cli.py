@@ -79,3 +79,30 @@ def test_bad_input_cluster(tmp_path, capsys, obj, extra, message):
     err = capsys.readouterr().err
     assert code == 2 and message in err
     assert not out.exists()
+
+
+def test_a_flow_certificate_out_of_the_generic_engines_reach_is_refused_at_once(tmp_path, capsys):
+    """n = 64, d = 8 (the bench's size): UNDECIDED at once with what to do (--no-certificate),
+    exit 1, nothing written; not hours of the generic engine."""
+    import json
+
+    import numpy as np
+
+    from certified.cli import main
+    from certified.transformers.command import GENERIC_MAX_COORDINATES
+
+    X = np.random.default_rng(3).standard_normal((64, 8))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    eye = np.eye(8).tolist()
+    path = tmp_path / "inst.json"
+    path.write_text(
+        json.dumps({"tokens": X.tolist(), "pieces": [{"duration": 5, "V": eye, "B": eye}]})
+    )
+    out = tmp_path / "c.json"
+    assert 64 * 8 > GENERIC_MAX_COORDINATES
+    argv = ["transformer", "flow", "--instance", str(path), "--out", str(out), "--json"]
+    assert main(argv) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] == "UNDECIDED" and data["certificate"] is None
+    assert "--no-certificate" in data["message"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inst.json"]
