@@ -21,7 +21,7 @@ import signal
 import sys
 
 from certified import _is_the_command
-from certified._loading import install, while_loading
+from certified._loading import install, keep_freed_memory, while_loading
 
 if __name__ == "__main__" or _is_the_command():  # the command (certified/_loading.py)
     install()
@@ -161,9 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.unraisablehook = _signal_again(unraisable)
     del _RECEIVED[:]
     try:
-        from certified.checker.ivec import keep_freed_memory  # speed of replays, process-wide
-
-        keep_freed_memory()
+        keep_freed_memory()  # the replays' speed (process-wide: the command only)
         return _main(sys.argv[1:] if argv is None else list(argv))
     except _Terminated:  # before the command started: nothing can have been written
         print("certified: terminated (no partial or temporary file is left)", file=sys.stderr)

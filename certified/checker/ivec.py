@@ -17,8 +17,6 @@ Non-finite values (overflow, ``inf * 0``) are rejected by :func:`finite` checks,
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import math
 from math import factorial
 
@@ -27,7 +25,7 @@ import numpy as np
 from flint import arb, fmpq
 
 __all__ = ["Iv", "Series", "check_fpu", "dn", "exp_points", "fpu_ok", "from_arb", "from_fmpq",
-           "keep_freed_memory", "matmul", "matrix_mr", "series_conv", "to_arb", "up"]  # fmt: skip
+           "matmul", "matrix_mr", "series_conv", "to_arb", "up"]  # fmt: skip
 
 _INF = np.inf
 _PHI = 2.0**-53 * (1.0 + 2.0**-52)
@@ -52,15 +50,6 @@ def check_fpu() -> None:
     """Raise RuntimeError unless numpy rounds to nearest with gradual underflow."""
     if not fpu_ok():
         raise RuntimeError("the floating-point environment does not round to nearest")
-
-
-def keep_freed_memory() -> None:
-    """Speed only, process-wide (so the command lines call it, not the library): glibc keeps
-    up to 512 MB freed, mmap above 32 MB (the replays' temporaries had fresh pages: 178,000
-    page faults in issue 18's 100-point tanh replay, 4,000 so, 10-20 % of its time)."""
-    with contextlib.suppress(OSError, TypeError, AttributeError):  # not glibc: as it is
-        libc = ctypes.CDLL(None)
-        libc.mallopt(-3, 32 << 20), libc.mallopt(-1, 512 << 20)  # M_MMAP_, M_TRIM_THRESHOLD
 
 
 def up(x):
