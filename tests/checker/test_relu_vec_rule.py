@@ -283,11 +283,15 @@ def test_partition_is_refused_for_points(good):
     _rejected(c, "unknown field")
 
 
-def test_small_boxes_through_crossings_take_straddle_steps():
-    """Boxes of side 1e-6 whose images cross hyperplanes: the producer writes straddle steps
-    (token s, bounds.md#relu-vec-straddle); VERIFIED, sampled references inside, widths on the
-    scale of the box (not of the Lipschitz window); a straddle step turned into a region step
-    is REJECTED."""
+def test_small_boxes_through_crossings_take_straddle_steps(monkeypatch):
+    """Boxes of side 1e-6 whose images cross hyperplanes, in the ball form (the producer now
+    writes boxes in mean-value form; the ball form's certificates stay valid, so the rule is
+    kept tested): the producer writes straddle steps (token s, bounds.md#relu-vec-straddle);
+    VERIFIED, sampled references inside, widths on the scale of the box (not of the Lipschitz
+    window); a straddle step turned into a region step is REJECTED."""
+    import certified.flow.relu._mv as mv
+
+    monkeypatch.setattr(mv, "mean_value_result", lambda *args, **kw: None)  # the ball form
     Ws, As, bs, rng = _random(3, 4, 4, 2)
     taus = [F(1, 2)] * 2
     lo = rng.uniform(-1, 1, size=(6, 4))
