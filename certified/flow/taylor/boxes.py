@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from certified.arith import Interval
+from certified.flow.relu._split import _tree as partition_tree
 
 __all__ = [
     "DEFAULT_MAX_SPLITS",
@@ -202,14 +203,7 @@ def _bad(leaf: _Leaf, ratio: float) -> float:
     return _width(leaf) / max(leaf.linear, 1e-300)
 
 
-def _tree(leaves: list[_Leaf], depth: int = 0) -> list:
-    """The flat preorder tree of leaves sharing a path prefix of length ``depth``."""
-    if len(leaves) == 1 and len(leaves[0].path) == depth:
-        return [None]
-    axis, cut, _ = leaves[0].path[depth]
-    left = [x for x in leaves if x.path[depth][2] == 0]
-    right = [x for x in leaves if x.path[depth][2] == 1]
-    return [axis, cut, *_tree(left, depth + 1), *_tree(right, depth + 1)]
+_tree = partition_tree  # one writer of hints.partition trees (flow/relu/_split.py)
 
 
 def _split(leaf: _Leaf, k: int) -> list[_Leaf] | None:
