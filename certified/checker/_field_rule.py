@@ -24,8 +24,10 @@ SETS = ("lohner", "doubleton")  # hints.sets: x + C r (default) or x + M u + C r
 OPTIONAL = ("jacobian_orders", "arithmetic", "sets", "partition")
 
 
-def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
-    """Check a flow certificate whose instance is an expression field; return a summary."""
+def check_field_flow(instance: Any, claim: Any, hints: Any, budget: list | None = None) -> str:
+    """Check a flow certificate whose instance is an expression field; return a summary.
+    ``budget``: a one-element list shared by the flows of one file (transformer-match), from
+    which the replay's cost is taken before it runs (default: MAX_TAYLOR_OPS for this flow)."""
     start = "boxes" if isinstance(instance, dict) and "boxes" in instance else "points"
     fields(instance, "instance", ("field", "pieces", start, "time"))
     field = parse_field(instance["field"], "instance.field")
@@ -73,8 +75,10 @@ def check_field_flow(instance: Any, claim: Any, hints: Any) -> str:
                        f"operations {', '.join(SUPPORTED)}")  # fmt: skip
     # per step: order-K series over every node (twice), order-m duals (d+1 parts, three
     # times), the d x d Lohner algebra; precision scales the word operations
-    if replay_cost(field, n, total, K, mean, prec, arithmetic, doubleton) > MAX_TAYLOR_OPS:
-        raise Rejected(f"resource limit: the replay needs more than {MAX_TAYLOR_OPS} operations")
+    budget = [MAX_TAYLOR_OPS] if budget is None else budget
+    budget[0] -= replay_cost(field, n, total, K, mean, prec, arithmetic, doubleton)
+    if budget[0] < 0:
+        raise Rejected("resource limit: the replay needs more operations than its budget")
     boxes, apriori = a_priori_hints(hints, prior, arithmetic, steps, n, d)
     with flint.ctx.workprec(prec):
         balls = [(t, [flint.arb(v) for v in values]) for t, values in pieces]

@@ -14,8 +14,13 @@ import flint
 from . import _parse
 from ._field_rule import check_field_flow
 from ._parse import Rejected, array, box_rows, exact, fields, matrix, small_integer, string, vector
+from .lohner import MAX_TAYLOR_OPS
 
 _ZERO = flint.fmpq(0)
+# Replay budget shared by all the flows of a transformer-match file (format.md "Bounds of a
+# check"): two flows at the limit of one (honest files of 4 measures of 8 atoms in d = 4 hold
+# two flows of 16 atoms).
+MAX_MATCH_OPS = 2 * MAX_TAYLOR_OPS
 
 
 def _bits(rows: list) -> int:
@@ -100,6 +105,9 @@ def check_transformer_match_v1(instance: Any, claim: Any, hints: Any) -> str:
     claims = array(claim["flows"], "claim.flows", len(flows))
     hint_list = array(hints["flows"], "hints.flows", len(flows))
     final, summary, fields_of = [], "", {}
+    # the flows share one replay budget, taken flow by flow before each replay (issue 11: a
+    # file of many flows, each under MAX_TAYLOR_OPS, would otherwise replay for hours)
+    budget = [MAX_MATCH_OPS]
     bounds_at = {sum(sizes[:g]): g for g in range(N)}  # first atom of measure g -> g
     for k, (flow, fc, fh) in enumerate(zip(flows, claims, hint_list, strict=True)):
         if not isinstance(flow, dict) or "points" not in flow:
@@ -107,7 +115,7 @@ def check_transformer_match_v1(instance: Any, claim: Any, hints: Any) -> str:
         if k and flow.get("pieces") != flows[0].get("pieces"):
             raise Rejected(f"instance.flows[{k}]: not the schedule of flows[0]")
         fields(fh, f"hints.flows[{k}]", tuple(fh) if isinstance(fh, dict) else ())
-        summary = check_field_flow(flow, fc, fh)
+        summary = check_field_flow(flow, fc, fh, budget)
         encl = array(fc["enclosures"], f"claim.flows[{k}].enclosures")
         rows = box_rows(encl[-1], f"claim.flows[{k}].enclosures[-1]", None, None)
         width = len(rows[0]) if rows else d
