@@ -8,7 +8,9 @@ compares the claimed enclosures with its own. Adding a field adds data, not code
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import json
 from typing import Any
 
 import flint
@@ -22,6 +24,22 @@ from .taylor import ReplayError, parse_field
 ARITHMETIC = ("arb", "float64")  # hints.arithmetic: how the replay computes (default arb)
 SETS = ("lohner", "doubleton")  # hints.sets: x + C r (default) or x + M u + C r (#doubleton)
 OPTIONAL = ("jacobian_orders", "arithmetic", "sets", "partition")
+_REUSE: list = []  # while a writer reuses its replay: [{key: replay output}] (reusing_replays)
+
+
+@contextlib.contextmanager
+def reusing_replays():
+    """Within the block, each replay of this rule is kept with the exact instance, hints and
+    claim.times it replayed (canonical JSON), and a check of equal ones compares its claims
+    with that output instead of replaying again: the writer's re-check of claims it took from
+    the same replay (proofs/checker_soundness.md#replay-reuse). Yields the outputs (newest
+    last; balls per time, set, coordinate). Outside the block nothing is kept."""
+    memo: dict = {}
+    _REUSE.append(memo)
+    try:
+        yield memo
+    finally:
+        _REUSE.remove(memo)
 
 
 def check_field_flow(instance: Any, claim: Any, hints: Any, budget: list | None = None) -> str:
@@ -80,15 +98,19 @@ def check_field_flow(instance: Any, claim: Any, hints: Any, budget: list | None 
     if budget[0] < 0:
         raise Rejected("resource limit: the replay needs more operations than its budget")
     boxes, apriori = a_priori_hints(hints, prior, arithmetic, steps, n, d)
+    memo = _REUSE[-1] if _REUSE else None  # the replay is a function of these three only
+    key = json.dumps([instance, hints, claim["times"]], sort_keys=True) if memo is not None else ""
     with flint.ctx.workprec(prec):
         balls = [(t, [flint.arb(v) for v in values]) for t, values in pieces]
         try:
-            out = replay_flow(
+            out = memo[key] if memo and key in memo else replay_flow(
                 field, balls, starts, steps, boxes, K, m, times, orders, arithmetic, apriori,
                 doubleton,
             )  # fmt: skip
         except ReplayError as exc:
             raise Rejected(f"hints: {exc}") from None
+        if memo is not None:
+            memo[key] = out
         for k, i, q in itertools.product(range(len(out)), range(n), range(d)):
             (lo, hi), ball = claimed[k][owner[i]][q], out[k][i][q]
             if not (flint.arb(lo) <= ball.lower() and ball.upper() <= flint.arb(hi)):

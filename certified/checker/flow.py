@@ -16,7 +16,7 @@ from typing import Any
 
 import flint
 
-from ._field_rule import check_field_flow
+from ._field_rule import check_field_flow, reusing_replays
 from ._parse import (
     MAX_BYTES,
     MAX_HEIGHT_BITS,
@@ -37,7 +37,8 @@ from ._parse import (
 )
 from ._relu_rule import check_relu_regions
 
-__all__ = ["Piece", "check_flow_v1", "relu_vectorised_limits", "replay_relu_vectorised"]
+__all__ = ["Piece", "check_flow_v1", "relu_vectorised_limits", "replay_relu_vectorised",
+           "reusing_replays"]  # fmt: skip
 ACTIVATIONS = ("relu", "leaky_relu", "tanh", "sigmoid")
 METHODS = ("laminar-exact", "relu-regions", "relu-vectorised")
 _EXTRA = {"relu-regions": ("order", "precision", "grid", "points")}

@@ -102,6 +102,9 @@ RULE_ALLOWANCES: dict[str, int] = {
     "replay64-speed": 43,  # issue 18: the float64 replay's speed, bit-identical values
     # (ivec +33: products in their own temporaries, scale_pos, add_into, matrix_mr, glibc's
     # freed memory kept; jets64 +10: the matrices prepared once, slices of H)
+    "replay-reuse": 23,  # issue 18: the one-pass writer of rule taylor-lohner re-checks its
+    # bytes reusing the replay its claims came from (_field_rule.reusing_replays, +22; +1
+    # flow.py; proofs/checker_soundness.md#replay-reuse)
     "_relu_mv_rule.py": 256,  # issue 18: boxes of rule relu-vectorised in mean-value form
     # (hints.form, zonotopes, proofs/bounds.md#relu-mv; 241 lines), +13 _relu_vec_rule.py
     # (span, dispatch), +1 its cost in _relu_vec_plan.py, +1 flow.py (the producers' trace)
