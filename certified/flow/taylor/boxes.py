@@ -117,7 +117,7 @@ def _advance(problem, leaves: list[_Leaf], steps, K: int) -> None:
     from certified.arith.ball import precision
     from certified.arith.exact import to_fmpq
     from certified.checker.ivec import from_arb, from_fmpq
-    from certified.checker.jets64 import Program
+    from certified.checker.jets64 import Program, jets64
     from certified.checker.lohner64 import Sets, apriori64, lohner_step64
     from certified.checker.taylor import ReplayError
 
@@ -126,37 +126,28 @@ def _advance(problem, leaves: list[_Leaf], steps, K: int) -> None:
     prog = Program(problem.field.expression)
     starts = [[(to_fmpq(a), to_fmpq(b)) for a, b in zip(x.lo, x.hi, strict=True)] for x in leaves]
     alive = np.arange(len(leaves))
-    rhos = [2.0**k for k in range(-8, 7)]
     with precision(53), np.errstate(all="ignore"):
         S = Sets.boxes(starts, doubleton=True)
-        last = rhos[0]
         for j, piece in enumerate(problem.pieces):
             P = from_arb([arb(v) for v in piece.values])
             for s, h in enumerate(steps[j]):
                 hb = from_fmpq([fmpq(h)])
                 while alive.size:
-                    err = None
-                    for rho in [r for r in rhos if r >= last]:
-                        try:
-                            S2 = lohner_step64(prog, P, S, h, apriori64(prog, P, S, hb, rho), K,
-                                               JACOBIAN_ORDER)  # fmt: skip
-                        except ReplayError as exc:
-                            err = exc
-                            if "Picard" in str(exc):
-                                continue
+                    try:
+                        B, ok = _apriori(prog, P, S, hb, apriori64, jets64)
+                        why = {int(q): "the Picard inclusion fails for every a priori factor up "
+                               "to 64" for q in np.flatnonzero(~ok)}  # fmt: skip
+                        if not why:
+                            S = lohner_step64(prog, P, S, h, B, K, JACOBIAN_ORDER)
                             break
-                        last, err = rho, None
-                        break
-                    if err is None:
-                        S = S2
-                        break
-                    m = re.search(r"set (\d+)", str(err))
-                    q = int(m[1]) if m else 0
-                    leaves[alive[q]].why = f"piece {j}, step {s}: {str(err).split(': ', 1)[-1]}"
-                    keep = np.arange(alive.size) != q
+                    except ReplayError as exc:
+                        m = re.search(r"set (\d+)", str(exc))
+                        why = {int(m[1]) if m else 0: str(exc).split(": ", 1)[-1]}
+                    for q, msg in why.items():
+                        leaves[alive[q]].why = f"piece {j}, step {s}: {msg}"
+                    keep = ~np.isin(np.arange(alive.size), list(why))
                     alive = alive[keep]
                     S = _subset(S, keep)
-                    last = rhos[0]
         if not alive.size:
             return
         H = S.hull()
@@ -169,6 +160,29 @@ def _advance(problem, leaves: list[_Leaf], steps, K: int) -> None:
         leaf.weights = share[k]
         if not (np.isfinite(H.lo[k]).all() and np.isfinite(H.hi[k]).all()):
             leaf.enc, leaf.why = (None, None), "the enclosure is not finite"
+
+
+_RHOS = [2.0**k for k in range(-8, 7)]  # the a priori factors tried (as the checker's search)
+
+
+def _apriori(prog, P, S, hb, apriori64, jets64):
+    """A priori boxes per set (n, d) and which sets have one: for each set the first factor of
+    ``_RHOS`` whose box passes the Picard inclusion ``X + [0, h] f(B) in B`` (the check of
+    lohner_step64, repeated here only to choose: a set failing at every factor is named alone,
+    not the first set of a batch that fails together at a factor too large for the others)."""
+    X = S.hull(with_centre=True)
+    B, ok = None, np.zeros(X.shape[0], dtype=bool)
+    for rho in _RHOS:
+        Br = apriori64(prog, P, S, hb, rho)
+        T = X + jets64(prog, P, Br, None, 1)[1][..., 0].union_zero() * hb
+        good = ~ok & ((T.lo >= Br.lo) & (T.hi <= Br.hi)).all(axis=1)
+        if B is None:
+            B = Br
+        B.lo[good], B.hi[good] = Br.lo[good], Br.hi[good]
+        ok |= good
+        if ok.all():
+            break
+    return B, ok
 
 
 def _most_leaves(problem, steps, K: int) -> int:
