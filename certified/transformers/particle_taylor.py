@@ -31,6 +31,7 @@ import numpy as np
 
 from certified.arith.interval import Interval, exp, isum, matmul, sqr, sqrt
 from certified.errors import DomainError, InputError, RangeOverflowError
+from certified.transformers.sphere_taylor_kernels import cauchy
 
 __all__ = [
     "ParticleEnclosure",
@@ -82,58 +83,72 @@ def taylor_coefficients(X0: Interval, heads: list[_Head], w: Interval, terms: in
     every x ∈ X0; ``P``, ``R0`` enclose the softmax weights and tilted means at every x ∈ X0.
     """
     n, d = X0.shape
+    K = max(terms, 1)
     X = [X0]
     wcol = w.reshape(n, 1)
     zero = wcol * 0.0
-    # per head: a_k, l s_l (for the exponential), E_k, D_k, R_k; each Cauchy sum below is one
-    # stacked product and one outward-rounded sum (or one matrix product): O(K) interval
-    # operations per coefficient instead of O(K^2)
-    state = [{"a": [], "s": [], "ls": [], "E": [], "D": [], "R": []} for _ in heads]
-    vs: list[Interval] = []
-    qs: list[Interval] = []
+    # coefficient buffers (order, row, column), endpoints apart: every Cauchy sum below is one
+    # compiled loop over them (sphere_taylor_kernels.cauchy: the same products and outward
+    # sums as Interval's) or one matrix product
+    Xb = np.empty((2, K, n, d))
+    Xb[0, 0], Xb[1, 0] = X0.lo, X0.hi
+    bufs = [{"ls": np.empty((2, K, n, n)), "E": np.empty((2, K, n, n)),
+             "D": np.empty((2, K, n, 1)), "R": np.empty((2, K, n, d))} for _ in heads]  # fmt: skip
+    state: list[dict[str, Any]] = [{"a": []} for _ in heads]
+    vb, qb = np.empty((2, K, n, d)), np.empty((2, K, n, 1))
     level0: list[tuple[Interval, Interval]] = []
     right = _stack([X0 * wcol, wcol], 1)  # grows by one block [w X_k | 0] per order
+
+    def put(buf: np.ndarray, k: int, v: Interval) -> Interval:
+        buf[0, k], buf[1, k] = v.lo, v.hi
+        return v
+
+    def csum(a: np.ndarray, b: np.ndarray, m0: int, k: int) -> Interval:
+        lo, hi = cauchy(a[0], a[1], b[0], b[1], m0, k)
+        return Interval._trusted(lo, hi)
+
     for k in range(terms - 1):
         F = None
         if k > 0:
             right = _stack([right, _stack([X[k] * wcol, zero], 1)], 0)
-        for h, st in zip(heads, state, strict=True):
+        for h, st, bf in zip(heads, state, bufs, strict=True):
             st["a"].append(matmul(X[k], h.A.T))
             # s_k = sum_m a_m X_{k-m}^T: one product of inner dimension (k + 1) d
             sk = matmul(_stack(st["a"], 1), _stack([X[k - m].T for m in range(k + 1)], 0))
-            st["s"].append(sk)
-            st["ls"].append(sk * float(k))  # l s_l (exact scaling up to outward rounding)
+            put(bf["ls"], k, sk * float(k))  # l s_l (exact scaling up to outward rounding)
             if k == 0:
                 c = np.max(sk.mid(), axis=1, keepdims=True)  # any real shift cancels in R
                 Ek = exp(sk - c)
             else:  # k E_k = sum_{l=1..k} l s_l E_{k-l}
-                Ek = isum(_series(st["ls"][1 : k + 1]) * _series(st["E"][::-1]), axis=0)
-                Ek = Ek / float(k)
-            st["E"].append(Ek)
+                Ek = csum(bf["ls"], bf["E"], 1, k) / float(k)
+            put(bf["E"], k, Ek)
             # [N_k | D_k] = sum_j E_{k-j} [w X_j | (w if j = 0 else 0)]: one product of
             # [E_k ... E_0] (n x (k+1) n) with the column of blocks [w X_j | w δ_j0], j <= k
-            ND = matmul(_stack(st["E"][::-1], 1), right)
+            Elo, Ehi = bf["E"][0, k::-1], bf["E"][1, k::-1]  # (k+1, n, n), orders k..0
+            Est = Interval._trusted(Elo.transpose(1, 0, 2).reshape(n, (k + 1) * n),
+                                    Ehi.transpose(1, 0, 2).reshape(n, (k + 1) * n))  # fmt: skip
+            ND = matmul(Est, right)
             Nk, Dk = ND[:, :d], ND[:, d:]
             if k == 0:  # D_0 > 0 from the nonnegative terms (a midpoint-radius product may not)
                 Dk = isum(Ek * w.reshape(1, n), axis=1).reshape(n, 1)
-            st["D"].append(Dk)
+            put(bf["D"], k, Dk)
             if k == 0:
                 Rk = Nk / Dk
+                st["D0"] = Dk
             else:  # R_k = (N_k - sum_{l=1..k} D_l R_{k-l}) / D_0
-                DR = isum(_series(st["D"][1:]) * _series(st["R"][::-1]), axis=0)
-                Rk = (Nk - DR) / st["D"][0]
-            st["R"].append(Rk)
+                Rk = (Nk - csum(bf["D"], bf["R"], 1, k)) / st["D0"]
+            put(bf["R"], k, Rk)
             if k == 0:
                 level0.append(((Ek * w.reshape(1, n)) / Dk, Rk))
             Fh = matmul(Rk, h.V.T)
             F = Fh if F is None else F + Fh
         assert F is not None
         if sphere:  # the projection's series (Cauchy products, particles.md §6)
-            vs.append(F)
-            qk = isum(_series(X) * _series(vs[::-1]), axis=0)  # sum_m X_m * v_{k-m}
-            qs.append(isum(qk, axis=1).reshape(n, 1))
-            F = F - isum(_series(X) * _series(qs[::-1]), axis=0)
-        X.append(F / float(k + 1))
+            put(vb, k, F)
+            qk = csum(Xb, vb, 0, k)  # sum_m X_m * v_{k-m}
+            put(qb, k, isum(qk, axis=1).reshape(n, 1))
+            F = F - csum(Xb, qb, 0, k)
+        X.append(put(Xb, k + 1, F / float(k + 1)))
     return X, level0
 
 
@@ -389,13 +404,27 @@ def _heads_of(piece) -> list[_Head]:
             for h in piece.heads]  # fmt: skip
 
 
+@dataclass(frozen=True)
+class _RateBox:
+    """A box and an upper bound on the growth rate (‖J‖_∞, μ_∞ or μ_2 of the step's route) of
+    the field's Jacobian at every point of it: valid for every later step whose a priori box
+    lies inside (particles.md §3, #rate-reuse)."""
+
+    box: Interval
+    rate: float
+
+
 def _taylor_step(x, e, heads, w, h: flint.fmpq, terms: int, sphere: bool = False,
-                 norm2: bool = False, tol: float = math.inf):  # fmt: skip
+                 norm2: bool = False, tol: float = math.inf, reuse: int = 1,
+                 cache: list | None = None):  # fmt: skip
     """One step of exact length h from x ± e (x doubles, e >= 0). Returns (x', e', L, rem):
     L the growth rate used (‖J‖_∞; on the sphere the log-norm bound μ_∞, or with ``norm2``
     μ_2, particles.md §6), rem = max |X_K(N) h^K|. ``x ± e`` is the max-norm ball, with
     ``norm2`` the Euclidean ball {|y − x|_2 ≤ e} over all n d coordinates. When rem > tol the
     step stops early and returns (None, None, None, rem) (cost only: the caller shortens it).
+    ``cache`` (a one-element list, or None): a :class:`_RateBox` whose box contains this step's
+    a priori box gives L; otherwise L is computed over a box predicted to hold the a priori
+    boxes of the next ``reuse`` steps, and stored there (particles.md #rate-reuse).
     Guarantee: the solution from every point of x ± e is in x' ± e' after time h."""
     from certified.arith.exact import fmpq_to_str
 
@@ -407,12 +436,27 @@ def _taylor_step(x, e, heads, w, h: flint.fmpq, terms: int, sphere: bool = False
     rem = float(np.max(_mag(XK * H**terms)))
     if not rem <= tol:
         return None, None, None, rem
-    if norm2:
-        L = lognorm2_bound(sphere_jacobian(E, level0, heads))
-    elif sphere:
-        L = sphere_lognorm_bound(E, level0, heads)
+    held = cache[0] if cache else None
+    if held is not None and np.all(E.lo >= held.box.lo) and np.all(E.hi <= held.box.hi):
+        L = held.rate  # a bound over a superset of E is a bound over E
     else:
-        L = jacobian_norm_bound(E, level0, heads)
+        G, level0G = E, level0
+        if reuse > 1:  # where the next steps' a priori boxes are expected (a guess: only the
+            # containment test above decides whether a later step may use this rate)
+            G = E + Interval(0.0, (reuse - 1) * float(H.hi)) * XE[1]
+            edge = G.hi - G.lo
+            pad = 0.05 * edge + 1e-3 * float(np.max(edge))
+            G = Interval._trusted(np.nextafter(G.lo - pad, -np.inf),
+                                  np.nextafter(G.hi + pad, np.inf))  # fmt: skip
+            level0G = _field(G, heads, w, sphere)[1]  # P, x̄ over G
+        if norm2:
+            L = lognorm2_bound(sphere_jacobian(G, level0G, heads))
+        elif sphere:
+            L = sphere_lognorm_bound(G, level0G, heads)
+        else:
+            L = jacobian_norm_bound(G, level0G, heads)
+        if cache is not None:
+            cache[:] = [_RateBox(G, L)]
     Xp = taylor_coefficients(Interval(x), heads, w, terms, sphere)[0]
     inc = XK  # Horner on the increment: ((X_K h + X_{K-1}) h + ... + X_1) h (bounds.md#taylor-step)
     for m in range(terms - 1, 0, -1):
@@ -449,11 +493,14 @@ NORM2_LIMIT = 1024
 
 def enclose_particles(X: np.ndarray, w: Interval, pieces: list[tuple[flint.fmpq, list[_Head]]],
                       *, sphere: bool = False, steps: int | None = None, terms: int = 10,
-                      tol: float = 1e-9, e0: float = 0.0) -> ParticleEnclosure:  # fmt: skip
+                      tol: float = 1e-9, e0: float = 0.0, reuse: int = 1
+                      ) -> ParticleEnclosure:  # fmt: skip
     """The stepping loop shared by :func:`particle_taylor_flow` and
     :mod:`certified.transformers.sphere_taylor`: tokens X (n x d doubles, exact), masses w,
     pieces (exact duration, heads); ``sphere`` projects the field (particles.md §6); the
-    initial tokens may be anywhere in X ± e0 (max norm).
+    initial tokens may be anywhere in X ± e0 (max norm). ``reuse``: one growth-rate bound is
+    computed over a box meant to hold the a priori boxes of about this many steps and used by
+    every step whose a priori box it contains (cost only; particles.md #rate-reuse).
     Step control as in :func:`particle_taylor_flow`.
 
     Raises InputError when a step could not be validated after 12 halvings.
@@ -465,6 +512,7 @@ def enclose_particles(X: np.ndarray, w: Interval, pieces: list[tuple[flint.fmpq,
         e = float((Interval(e) * sqrt(Interval(float(n * d)))).hi[()])
     x, total, Lmax = X.astype(float).copy(), 0, -math.inf
     for duration, heads in pieces:
+        cache: list = []  # the rate box of this piece's field (heads change between pieces)
         if steps is None:
             f0 = taylor_coefficients(Interval(x), heads, w, 2, sphere)[0][1]
             k = max(4, math.ceil(float(duration) * 8 * (1 + float(np.max(_mag(f0))))))
@@ -474,7 +522,8 @@ def enclose_particles(X: np.ndarray, w: Interval, pieces: list[tuple[flint.fmpq,
         while done < duration:
             hs = min(h, duration - done)
             try:
-                xn, en, L, rem = _taylor_step(x, e, heads, w, hs, terms, sphere, norm2, tol)
+                xn, en, L, rem = _taylor_step(x, e, heads, w, hs, terms, sphere, norm2, tol,
+                                              reuse, cache)  # fmt: skip
                 ok = xn is not None
             except (InputError, DomainError, RangeOverflowError):
                 ok = False

@@ -54,7 +54,7 @@ def _pieces(instance: Any) -> list:
 
 
 def sphere_taylor_flow(instance: Any, *, steps: int | None = None, terms: int = 16,
-                       tol: float = 1e-15) -> list[ParticleEnclosure]:  # fmt: skip
+                       tol: float = 1e-15, reuse: int = 1) -> list[ParticleEnclosure]:  # fmt: skip
     """Certified enclosures of the tokens of every measure of ``instance`` at the schedule's
     end (measures do not interact: one flow each). Options as in
     :func:`~certified.transformers.particle_taylor.enclose_particles` (``tol`` bounds each
@@ -80,5 +80,5 @@ def sphere_taylor_flow(instance: Any, *, steps: int | None = None, terms: int = 
         e0 = float(np.max(exact.width_upper()))  # >= max |X - Xf| (Xf in the interval)
         w = exact_masses(None if masses is None else [fmpq_to_str(q) for q in masses], len(X))
         out.append(enclose_particles(Xf, w, pieces, sphere=sphere, steps=steps, terms=terms,
-                                     tol=tol, e0=e0))  # fmt: skip
+                                     tol=tol, e0=e0, reuse=reuse))  # fmt: skip
     return out
