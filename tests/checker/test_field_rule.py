@@ -699,3 +699,34 @@ def test_a_factor_search_that_keeps_failing_is_cut_off(golden, monkeypatch):
     monkeypatch.setattr(lohner64, "MAX_FAILED_TRIES", 0)  # steps / 4 failed tries allowed
     v = check_certificate(search)
     assert not v.verified and "resource limit: the a priori factor search failed" in v.reason
+
+
+def test_reusing_replays_reuses_only_equal_instance_hints_and_times(goldens, monkeypatch):
+    """checker.flow.reusing_replays (the one-pass writer's re-check,
+    proofs/checker_soundness.md#replay-reuse): inside the block a check of the same instance,
+    hints and claim.times reuses the replay, still comparing the claims (cut claims REJECTED);
+    other hints replay again; outside the block every check replays."""
+    from certified.checker.flow import reusing_replays
+
+    cert, calls = goldens["vanderpol-points"], []
+    real = field_rule.replay_flow
+
+    def counted(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(field_rule, "replay_flow", counted)
+    lo, hi = cert["claim"]["enclosures"][-1][0][0]
+    mid = exact_number((to_fmpq(lo) + to_fmpq(hi)) / 2)
+    cut = replaced(cert, ("claim", "enclosures", -1, 0, 0), [mid, hi])
+    other = replaced(cert, ("hints", "order"), cert["hints"]["order"] - 1)
+    with reusing_replays() as kept:
+        assert check_certificate(cert).verified and len(calls) == 1 and len(kept) == 1
+        assert check_certificate(cert).verified and len(calls) == 1
+        verdict = check_certificate(cut)
+        assert not verdict.verified and "misses the replayed enclosure" in verdict.reason
+        assert len(calls) == 1
+        check_certificate(other)
+        assert len(calls) == 2 and len(kept) == 2
+    assert check_certificate(cert).verified and len(calls) == 3
+    assert not check_certificate(cut).verified and len(calls) == 4
