@@ -66,8 +66,17 @@ class _Head:
     V: Interval  # d x d
 
 
+def _blocks(M: Interval, b: int, r: int, c: int) -> Interval:
+    """The b diagonal blocks (r x c) of M stacked as rows. Guarantee: exact (a selection)."""
+    if b == 1:
+        return M
+    pick = [(slice(i * r, (i + 1) * r), slice(i * c, (i + 1) * c)) for i in range(b)]
+    return Interval._trusted(np.concatenate([M.lo[p] for p in pick]),
+                             np.concatenate([M.hi[p] for p in pick]))  # fmt: skip
+
+
 def taylor_coefficients(X0: Interval, heads: list[_Head], w: Interval, terms: int,
-                        sphere: bool = False):  # fmt: skip
+                        sphere: bool = False, batch: int = 1):  # fmt: skip
     """Taylor coefficients ``X[0..terms-1]`` (each n x d) of the particle solution through every
     point of the box ``X0`` (n x d) and, per head, the softmax weights ``P`` (n x n, row i for
     query i) and tilted means ``R0`` (n x d) over ``X0``.
@@ -79,10 +88,17 @@ def taylor_coefficients(X0: Interval, heads: list[_Head], w: Interval, terms: in
     ``sphere``: the field is projected, f_i = v_i − x_i ⟨x_i, v_i⟩ with v = F above
     (particles.md §6): q = ⟨x, v⟩ rowwise, q_k = Σ_m ⟨X_m, v_{k−m}⟩, f_k = v_k − Σ_m X_m q_{k−m}.
 
+    ``batch``: X0 holds that many token sets (b n x d, set β in rows β n .. (β + 1) n − 1),
+    whose series are computed together (one pass of Python overhead; the two products that pair
+    tokens of one set take the diagonal blocks of one product over all rows); results are
+    stacked the same way.
+
     Guarantee: ``X[k]`` encloses the k-th Taylor coefficient at t = 0 of the solution through
     every x ∈ X0; ``P``, ``R0`` enclose the softmax weights and tilted means at every x ∈ X0.
     """
-    n, d = X0.shape
+    rows, d = X0.shape
+    n = rows // batch
+    assert n * batch == rows
     K = max(terms, 1)
     X = [X0]
     wcol = w.reshape(n, 1)
@@ -90,14 +106,17 @@ def taylor_coefficients(X0: Interval, heads: list[_Head], w: Interval, terms: in
     # coefficient buffers (order, row, column), endpoints apart: every Cauchy sum below is one
     # compiled loop over them (sphere_taylor_kernels.cauchy: the same products and outward
     # sums as Interval's) or one matrix product
-    Xb = np.empty((2, K, n, d))
+    Xb = np.empty((2, K, rows, d))
     Xb[0, 0], Xb[1, 0] = X0.lo, X0.hi
-    bufs = [{"ls": np.empty((2, K, n, n)), "E": np.empty((2, K, n, n)),
-             "D": np.empty((2, K, n, 1)), "R": np.empty((2, K, n, d))} for _ in heads]  # fmt: skip
+    bufs = [{"ls": np.empty((2, K, rows, n)), "E": np.empty((2, K, rows, n)),
+             "D": np.empty((2, K, rows, 1)), "R": np.empty((2, K, rows, d))}
+            for _ in heads]  # fmt: skip
     state: list[dict[str, Any]] = [{"a": []} for _ in heads]
-    vb, qb = np.empty((2, K, n, d)), np.empty((2, K, n, 1))
+    vb, qb = np.empty((2, K, rows, d)), np.empty((2, K, rows, 1))
     level0: list[tuple[Interval, Interval]] = []
-    right = _stack([X0 * wcol, wcol], 1)  # grows by one block [w X_k | 0] per order
+    sets = [slice(i * n, (i + 1) * n) for i in range(batch)]
+    # per set: grows by one block [w X_k | 0] per order
+    rights = [_stack([X0[r] * wcol, wcol], 1) for r in sets]
 
     def put(buf: np.ndarray, k: int, v: Interval) -> Interval:
         buf[0, k], buf[1, k] = v.lo, v.hi
@@ -110,11 +129,14 @@ def taylor_coefficients(X0: Interval, heads: list[_Head], w: Interval, terms: in
     for k in range(terms - 1):
         F = None
         if k > 0:
-            right = _stack([right, _stack([X[k] * wcol, zero], 1)], 0)
+            rights = [_stack([q, _stack([X[k][r] * wcol, zero], 1)], 0)
+                      for q, r in zip(rights, sets, strict=True)]  # fmt: skip
+        right = rights[0] if batch == 1 else _stack(rights, 1)
         for h, st, bf in zip(heads, state, bufs, strict=True):
             st["a"].append(matmul(X[k], h.A.T))
             # s_k = sum_m a_m X_{k-m}^T: one product of inner dimension (k + 1) d
             sk = matmul(_stack(st["a"], 1), _stack([X[k - m].T for m in range(k + 1)], 0))
+            sk = _blocks(sk, batch, n, n)
             put(bf["ls"], k, sk * float(k))  # l s_l (exact scaling up to outward rounding)
             if k == 0:
                 c = np.max(sk.mid(), axis=1, keepdims=True)  # any real shift cancels in R
@@ -125,12 +147,12 @@ def taylor_coefficients(X0: Interval, heads: list[_Head], w: Interval, terms: in
             # [N_k | D_k] = sum_j E_{k-j} [w X_j | (w if j = 0 else 0)]: one product of
             # [E_k ... E_0] (n x (k+1) n) with the column of blocks [w X_j | w δ_j0], j <= k
             Elo, Ehi = bf["E"][0, k::-1], bf["E"][1, k::-1]  # (k+1, n, n), orders k..0
-            Est = Interval._trusted(Elo.transpose(1, 0, 2).reshape(n, (k + 1) * n),
-                                    Ehi.transpose(1, 0, 2).reshape(n, (k + 1) * n))  # fmt: skip
-            ND = matmul(Est, right)
+            Est = Interval._trusted(Elo.transpose(1, 0, 2).reshape(rows, (k + 1) * n),
+                                    Ehi.transpose(1, 0, 2).reshape(rows, (k + 1) * n))  # fmt: skip
+            ND = _blocks(matmul(Est, right), batch, n, d + 1)
             Nk, Dk = ND[:, :d], ND[:, d:]
             if k == 0:  # D_0 > 0 from the nonnegative terms (a midpoint-radius product may not)
-                Dk = isum(Ek * w.reshape(1, n), axis=1).reshape(n, 1)
+                Dk = isum(Ek * w.reshape(1, n), axis=1).reshape(rows, 1)
             put(bf["D"], k, Dk)
             if k == 0:
                 Rk = Nk / Dk
@@ -146,7 +168,7 @@ def taylor_coefficients(X0: Interval, heads: list[_Head], w: Interval, terms: in
         if sphere:  # the projection's series (Cauchy products, particles.md §6)
             put(vb, k, F)
             qk = csum(Xb, vb, 0, k)  # sum_m X_m * v_{k-m}
-            put(qb, k, isum(qk, axis=1).reshape(n, 1))
+            put(qb, k, isum(qk, axis=1).reshape(rows, 1))
             F = F - csum(Xb, qb, 0, k)
         X.append(put(Xb, k + 1, F / float(k + 1)))
     return X, level0
@@ -356,10 +378,33 @@ def _below(Sc: np.ndarray, sigma: float) -> bool:
     return bool(float(bound.hi[()]) < c_low)
 
 
-def lognorm2_bound(J: Interval) -> float:
+def _perron_bound(Sr: np.ndarray) -> float:
+    """Upper bound on ‖Sr‖_2 for a nonnegative symmetric double matrix (particles.md §6):
+    ‖Sr‖_2 = ρ(Sr) ≤ max_i (Sr v)_i / v_i for every v > 0 (Collatz–Wielandt), v from a few
+    power iterations (a heuristic: only the bound's tightness depends on it), Sr v and the
+    quotients enclosed (Interval, upper ends).
+
+    Guarantee: upper bound."""
+    v = np.ones(Sr.shape[0])
+    for _ in range(8):
+        u = Sr @ v
+        top = float(np.max(u))
+        if not 0.0 < top < math.inf:
+            break
+        v = np.maximum(u / top, 1e-6)  # entries > 0, so the quotient bound applies
+    num = matmul(Interval(Sr), Interval(v))  # encloses Sr v
+    return float(np.max((num / Interval(v)).hi))
+
+
+def lognorm2_bound(J: Interval, memo: dict | None = None) -> float:
     """Upper bound on the logarithmic 2-norm μ_2(M) = λ_max((M + Mᵀ)/2) for every M ∈ J
     (particles.md §6): S = (J + Jᵀ)/2 enclosed, Sc its (symmetric) midpoint, Sr ≥ |S − Sc|;
-    λ_max(Sym M) ≤ λ_max(Sc) + ‖Sr‖_2 ≤ σ + max(‖Sr‖_1, ‖Sr‖_∞), σ certified by :func:`_below`.
+    λ_max(Sym M) ≤ λ_max(Sc) + ‖Sr‖_2, ‖Sr‖_2 ≤ min(max(‖Sr‖_1, ‖Sr‖_∞), the Collatz–Wielandt
+    bound of :func:`_perron_bound`), λ_max(Sc) < σ certified by :func:`_below`. σ is a float
+    estimate plus a margin: ``memo`` (a dict kept between calls on slowly changing J) holds the
+    previous top eigenvector, whose Rayleigh quotient after a few shifted power steps is tried
+    first (margin 10^-3 (1 + |λ|)) before a full eigendecomposition (a heuristic: a failed
+    test only costs time).
 
     Guarantee: upper bound (inf if no σ could be certified)."""
     S = (J + J.T) * 0.5
@@ -371,7 +416,26 @@ def lognorm2_bound(J: Interval) -> float:
         Sc = Sc + np.triu(Sc, 1).T  # exactly symmetric
         Sr = Interval(_mag(S - Interval(Sc)))
     r = max(float(np.max(isum(Sr, axis=1).hi)), float(np.max(isum(Sr, axis=0).hi)))
-    lam = float(np.linalg.eigvalsh(Sc)[-1])  # an estimate: certified below
+    r = min(r, _perron_bound(np.maximum(Sr.hi, Sr.hi.T)))  # symmetric, still >= |S - Sc|
+    if memo is not None and "v" in memo:  # the warm start: no eigendecomposition
+        v = memo["v"]
+        for _ in range(3):
+            u = Sc @ v + memo["shift"] * v
+            size = float(np.linalg.norm(u))
+            if not 0.0 < size < math.inf:
+                break
+            v = u / size
+        est = float(v @ (Sc @ v))
+        sigma = est + 1e-3 * (1.0 + abs(est))
+        if math.isfinite(sigma) and _below(Sc, sigma):
+            memo["v"] = v
+            return float((Interval(sigma) + Interval(r)).hi[()])
+    if memo is not None:
+        vals, vecs = np.linalg.eigh(Sc)
+        memo["v"], memo["shift"] = vecs[:, -1], max(0.0, -float(vals[0]))
+        lam = float(vals[-1])
+    else:
+        lam = float(np.linalg.eigvalsh(Sc)[-1])  # an estimate: certified below
     margin = 1e-7 * (1.0 + abs(lam))
     for _ in range(6):
         sigma = lam + margin
@@ -416,48 +480,55 @@ class _RateBox:
 
 def _taylor_step(x, e, heads, w, h: flint.fmpq, terms: int, sphere: bool = False,
                  norm2: bool = False, tol: float = math.inf, reuse: int = 1,
-                 cache: list | None = None):  # fmt: skip
+                 cache: dict | None = None):  # fmt: skip
     """One step of exact length h from x ± e (x doubles, e >= 0). Returns (x', e', L, rem):
     L the growth rate used (‖J‖_∞; on the sphere the log-norm bound μ_∞, or with ``norm2``
     μ_2, particles.md §6), rem = max |X_K(N) h^K|. ``x ± e`` is the max-norm ball, with
     ``norm2`` the Euclidean ball {|y − x|_2 ≤ e} over all n d coordinates. When rem > tol the
     step stops early and returns (None, None, None, rem) (cost only: the caller shortens it).
-    ``cache`` (a one-element list, or None): a :class:`_RateBox` whose box contains this step's
-    a priori box gives L; otherwise L is computed over a box predicted to hold the a priori
-    boxes of the next ``reuse`` steps, and stored there (particles.md #rate-reuse).
+    ``cache`` (a dict kept between the steps of one piece, or None): under "rate" a
+    :class:`_RateBox` whose box contains this step's a priori box gives L; otherwise L is
+    computed over a box predicted to hold the a priori boxes of the next ``reuse`` steps, and
+    stored there (particles.md #rate-reuse); under "eig" the eigenvector estimate that
+    :func:`lognorm2_bound` starts from.
     Guarantee: the solution from every point of x ± e is in x' ± e' after time h."""
     from certified.arith.exact import fmpq_to_str
 
     H = Interval.from_exact(fmpq_to_str(h))
     B = Interval(x) + Interval(-e, e)
     E = _apriori(B, heads, w, float(H.hi), sphere)
-    XE, level0 = taylor_coefficients(E, heads, w, terms + 1, sphere)  # level 0: P, x̄ over E
-    XK = XE[terms]
+    # the series over E (order K: the remainder; level 0: P, x̄ over E) and through the point x
+    # (orders < K: the polynomial), in one batched pass
+    n = x.shape[0]
+    XS, level0 = taylor_coefficients(_stack([E, Interval(x)], 0), heads, w, terms + 1, sphere, 2)
+    level0 = [(P[:n], R0[:n]) for P, R0 in level0]
+    XK = XS[terms][:n]
     rem = float(np.max(_mag(XK * H**terms)))
     if not rem <= tol:
         return None, None, None, rem
-    held = cache[0] if cache else None
+    held = cache.get("rate") if cache is not None else None
     if held is not None and np.all(E.lo >= held.box.lo) and np.all(E.hi <= held.box.hi):
         L = held.rate  # a bound over a superset of E is a bound over E
     else:
         G, level0G = E, level0
         if reuse > 1:  # where the next steps' a priori boxes are expected (a guess: only the
             # containment test above decides whether a later step may use this rate)
-            G = E + Interval(0.0, (reuse - 1) * float(H.hi)) * XE[1]
+            G = E + Interval(0.0, (reuse - 1) * float(H.hi)) * XS[1][:n]
             edge = G.hi - G.lo
             pad = 0.05 * edge + 1e-3 * float(np.max(edge))
             G = Interval._trusted(np.nextafter(G.lo - pad, -np.inf),
                                   np.nextafter(G.hi + pad, np.inf))  # fmt: skip
             level0G = _field(G, heads, w, sphere)[1]  # P, x̄ over G
         if norm2:
-            L = lognorm2_bound(sphere_jacobian(G, level0G, heads))
+            L = lognorm2_bound(sphere_jacobian(G, level0G, heads),
+                               None if cache is None else cache.setdefault("eig", {}))  # fmt: skip
         elif sphere:
             L = sphere_lognorm_bound(G, level0G, heads)
         else:
             L = jacobian_norm_bound(G, level0G, heads)
         if cache is not None:
-            cache[:] = [_RateBox(G, L)]
-    Xp = taylor_coefficients(Interval(x), heads, w, terms, sphere)[0]
+            cache["rate"] = _RateBox(G, L)
+    Xp = [c[n:] for c in XS]
     inc = XK  # Horner on the increment: ((X_K h + X_{K-1}) h + ... + X_1) h (bounds.md#taylor-step)
     for m in range(terms - 1, 0, -1):
         inc = inc * H + Xp[m]
@@ -493,15 +564,17 @@ NORM2_LIMIT = 1024
 
 def enclose_particles(X: np.ndarray, w: Interval, pieces: list[tuple[flint.fmpq, list[_Head]]],
                       *, sphere: bool = False, steps: int | None = None, terms: int = 10,
-                      tol: float = 1e-9, e0: float = 0.0, reuse: int = 1
-                      ) -> ParticleEnclosure:  # fmt: skip
+                      tol: float = 1e-9, e0: float = 0.0, reuse: int = 1,
+                      adapt: bool = False) -> ParticleEnclosure:  # fmt: skip
     """The stepping loop shared by :func:`particle_taylor_flow` and
     :mod:`certified.transformers.sphere_taylor`: tokens X (n x d doubles, exact), masses w,
     pieces (exact duration, heads); ``sphere`` projects the field (particles.md §6); the
     initial tokens may be anywhere in X ± e0 (max norm). ``reuse``: one growth-rate bound is
     computed over a box meant to hold the a priori boxes of about this many steps and used by
     every step whose a priori box it contains (cost only; particles.md #rate-reuse).
-    Step control as in :func:`particle_taylor_flow`.
+    Step control as in :func:`particle_taylor_flow`; with ``adapt`` the next step is scaled
+    by 0.9 (tol / 4 / rem)^{1/(K+3)} within [1/2, 2] (rem(h) was observed to grow like h^{K+3}),
+    rounded down to a multiple of 2^-24 (cost only: every step is validated).
 
     Raises InputError when a step could not be validated after 12 halvings.
     Guarantee: the returned enclosure contains every token at the final time."""
@@ -512,7 +585,7 @@ def enclose_particles(X: np.ndarray, w: Interval, pieces: list[tuple[flint.fmpq,
         e = float((Interval(e) * sqrt(Interval(float(n * d)))).hi[()])
     x, total, Lmax = X.astype(float).copy(), 0, -math.inf
     for duration, heads in pieces:
-        cache: list = []  # the rate box of this piece's field (heads change between pieces)
+        cache: dict = {}  # the rate box of this piece's field (heads change between pieces)
         if steps is None:
             f0 = taylor_coefficients(Interval(x), heads, w, 2, sphere)[0][1]
             k = max(4, math.ceil(float(duration) * 8 * (1 + float(np.max(_mag(f0))))))
@@ -526,7 +599,7 @@ def enclose_particles(X: np.ndarray, w: Interval, pieces: list[tuple[flint.fmpq,
                                               reuse, cache)  # fmt: skip
                 ok = xn is not None
             except (InputError, DomainError, RangeOverflowError):
-                ok = False
+                ok, rem = False, math.inf
             if not ok:  # step control changes cost only: every accepted step is validated
                 if hs < floor:
                     raise InputError(
@@ -534,13 +607,31 @@ def enclose_particles(X: np.ndarray, w: Interval, pieces: list[tuple[flint.fmpq,
                         "fast; try fewer tokens or a shorter time)"
                     )
                 h, calm = hs / 2, 0
+                if adapt and 0.0 < rem < math.inf:  # aim below tol at once
+                    h = min(h, _scaled(hs, _rate_factor(rem, tol, terms)))
                 continue
             x, e, total, Lmax, done = xn, en, total + 1, max(Lmax, L), done + hs
             calm += 1  # accepted steps since the last rejection: no doubling right after one
-            h = (
-                2 * hs if calm >= 3 and rem * 2.0 ** (terms + 3) <= tol else hs
-            )  # observed: rem(2h) ~ 2^(K+3) rem(h)
+            if adapt:  # the next step where the remainder is expected near tol / 4
+                h = _scaled(h if hs < h else hs, _rate_factor(rem, tol, terms))
+            else:
+                h = (
+                    2 * hs if calm >= 3 and rem * 2.0 ** (terms + 3) <= tol else hs
+                )  # observed: rem(2h) ~ 2^(K+3) rem(h)
     return ParticleEnclosure(x, e, total, Lmax)
+
+
+def _rate_factor(rem: float, tol: float, terms: int) -> float:
+    """The step's scaling for a remainder near tol / 4 (a heuristic). Guarantee: none."""
+    if not rem > 0.0:
+        return 2.0
+    return min(2.0, max(0.5, 0.9 * (tol / 4 / rem) ** (1.0 / (terms + 3))))
+
+
+def _scaled(h: flint.fmpq, factor: float) -> flint.fmpq:
+    """h * factor rounded down to a positive multiple of 2^-24 (an exact rational step length).
+    Guarantee: none (step control)."""
+    return flint.fmpq(max(1, int(float(h) * factor * 2**24)), 2**24)
 
 
 def particle_taylor_flow(pde, tokens: Any, weights: Any = None, *, steps: int | None = None,

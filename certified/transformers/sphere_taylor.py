@@ -80,5 +80,5 @@ def sphere_taylor_flow(instance: Any, *, steps: int | None = None, terms: int = 
         e0 = float(np.max(exact.width_upper()))  # >= max |X - Xf| (Xf in the interval)
         w = exact_masses(None if masses is None else [fmpq_to_str(q) for q in masses], len(X))
         out.append(enclose_particles(Xf, w, pieces, sphere=sphere, steps=steps, terms=terms,
-                                     tol=tol, e0=e0, reuse=reuse))  # fmt: skip
+                                     tol=tol, e0=e0, reuse=reuse, adapt=True))  # fmt: skip
     return out
