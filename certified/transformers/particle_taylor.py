@@ -29,6 +29,7 @@ from typing import Any
 import flint
 import numpy as np
 
+from certified.arith import _kernels
 from certified.arith.interval import Interval, exp, isum, matmul, sqr, sqrt
 from certified.errors import DomainError, InputError, RangeOverflowError
 from certified.transformers.sphere_taylor_kernels import cauchy
@@ -64,6 +65,46 @@ def _mag(x: Interval) -> np.ndarray:
 class _Head:
     A: Interval  # d x d, encloses the exact A_h = Q_hᵀ K_h
     V: Interval  # d x d
+
+
+class _LeftSeriesProduct:
+    """Σ_{m=0..k} E_m Y_{k−m} for a series of left blocks E_m (rows x n, added in order) and
+    right blocks given per call as [Y_k; …; Y_0] ((k+1) n x p): the midpoint-radius product of
+    bounds.md#matmul of [E_0 … E_k] with that column, whose left factor's midpoints, moduli and
+    radii are computed once per block and kept (Interval's ``matmul`` would redo them for every
+    order), and W = |A_m| V̂ + A_r D̂ summed from two BLAS products: one more summation order of
+    the same dot products of length 2(k+1)n, which the lemma allows.
+
+    Guarantee: :meth:`product` encloses the sum for all points of the blocks."""
+
+    def __init__(self, rows: int, n: int, K: int) -> None:
+        self.n = n
+        self.mid, self.mag, self.rad = (np.empty((rows, K * n)) for _ in range(3))
+
+    def add(self, m: int, E: Interval) -> None:
+        am, ar, status = _kernels.mid_rad(np.ascontiguousarray(E.lo), np.ascontiguousarray(E.hi))
+        if status != _kernels.OK:
+            raise RangeOverflowError("series: a radius exceeds the float64 range")
+        cols = slice(m * self.n, (m + 1) * self.n)
+        self.mid[:, cols], self.mag[:, cols], self.rad[:, cols] = am, np.abs(am), ar
+
+    def product(self, k: int, right: Interval) -> Interval:
+        N = (k + 1) * self.n  # the inner dimension
+        g = (N + 1) * 2.0**-53  # >= gamma_N for N <= 2^26 (bounds.md#matmul)
+        assert right.shape[0] == N and N <= 2**26
+        f = 1.0 + 2 * (2 * N + 8) * 2.0**-53
+        kk = 4 * N * _kernels.ETA
+        p = right.shape[1]
+        bm, vd = np.empty((N, p)), np.empty((2 * N, p))
+        status = _kernels.matmul_right(np.ascontiguousarray(right.lo),
+                                       np.ascontiguousarray(right.hi), g, bm, vd)  # fmt: skip
+        with np.errstate(over="ignore", invalid="ignore"):
+            C = self.mid[:, :N] @ bm
+            W = self.mag[:, :N] @ vd[:N] + self.rad[:, :N] @ vd[N:]
+        lo, hi = np.empty_like(C), np.empty_like(C)
+        if status != _kernels.OK or _kernels.matmul_finish(C, W, f, kk, lo, hi) != _kernels.OK:
+            raise RangeOverflowError("series: an endpoint exceeds the float64 range")
+        return Interval._trusted(lo, hi)
 
 
 def _blocks(M: Interval, b: int, r: int, c: int) -> Interval:
@@ -115,8 +156,9 @@ def taylor_coefficients(X0: Interval, heads: list[_Head], w: Interval, terms: in
     vb, qb = np.empty((2, K, rows, d)), np.empty((2, K, rows, 1))
     level0: list[tuple[Interval, Interval]] = []
     sets = [slice(i * n, (i + 1) * n) for i in range(batch)]
-    # per set: grows by one block [w X_k | 0] per order
-    rights = [_stack([X0[r] * wcol, wcol], 1) for r in sets]
+    # the right blocks Y_j = [w X_j | w δ_j0] of every set side by side (n x batch (d + 1))
+    Ys = [_stack([_stack([X0[r] * wcol, wcol], 1) for r in sets], 1)]
+    pairs = [_LeftSeriesProduct(rows, n, K) for _ in heads]
 
     def put(buf: np.ndarray, k: int, v: Interval) -> Interval:
         buf[0, k], buf[1, k] = v.lo, v.hi
@@ -129,10 +171,9 @@ def taylor_coefficients(X0: Interval, heads: list[_Head], w: Interval, terms: in
     for k in range(terms - 1):
         F = None
         if k > 0:
-            rights = [_stack([q, _stack([X[k][r] * wcol, zero], 1)], 0)
-                      for q, r in zip(rights, sets, strict=True)]  # fmt: skip
-        right = rights[0] if batch == 1 else _stack(rights, 1)
-        for h, st, bf in zip(heads, state, bufs, strict=True):
+            Ys.append(_stack([_stack([X[k][r] * wcol, zero], 1) for r in sets], 1))
+        right = _stack(Ys[::-1], 0)  # [Y_k; ...; Y_0]
+        for h, st, bf, pair in zip(heads, state, bufs, pairs, strict=True):
             st["a"].append(matmul(X[k], h.A.T))
             # s_k = sum_m a_m X_{k-m}^T: one product of inner dimension (k + 1) d
             sk = matmul(_stack(st["a"], 1), _stack([X[k - m].T for m in range(k + 1)], 0))
@@ -144,12 +185,10 @@ def taylor_coefficients(X0: Interval, heads: list[_Head], w: Interval, terms: in
             else:  # k E_k = sum_{l=1..k} l s_l E_{k-l}
                 Ek = csum(bf["ls"], bf["E"], 1, k) / float(k)
             put(bf["E"], k, Ek)
-            # [N_k | D_k] = sum_j E_{k-j} [w X_j | (w if j = 0 else 0)]: one product of
-            # [E_k ... E_0] (n x (k+1) n) with the column of blocks [w X_j | w δ_j0], j <= k
-            Elo, Ehi = bf["E"][0, k::-1], bf["E"][1, k::-1]  # (k+1, n, n), orders k..0
-            Est = Interval._trusted(Elo.transpose(1, 0, 2).reshape(rows, (k + 1) * n),
-                                    Ehi.transpose(1, 0, 2).reshape(rows, (k + 1) * n))  # fmt: skip
-            ND = _blocks(matmul(Est, right), batch, n, d + 1)
+            # [N_k | D_k] = sum_m E_m [w X_{k-m} | (w if m = k else 0)]: one product of
+            # [E_0 ... E_k] (rows x (k+1) n) with the column of blocks [Y_k; ...; Y_0]
+            pair.add(k, Ek)
+            ND = _blocks(pair.product(k, right), batch, n, d + 1)
             Nk, Dk = ND[:, :d], ND[:, d:]
             if k == 0:  # D_0 > 0 from the nonnegative terms (a midpoint-radius product may not)
                 Dk = isum(Ek * w.reshape(1, n), axis=1).reshape(rows, 1)

@@ -24,6 +24,7 @@ from certified.transformers import parse_instance, token_enclosures, transformer
 from certified.transformers.particle_taylor import (
     _below,
     _Head,
+    _perron_bound,
     lognorm2_bound,
     sphere_jacobian,
     taylor_coefficients,
@@ -120,7 +121,7 @@ def test_barycentre_flow_closed_form():
     V = [[0, 0, 0], [0, 0, 0], [0, 0, 1]]
     (enc,) = sphere_taylor_flow(parse_instance({"tokens": X, "pieces": [{"duration": 2, "V": V}]}))
     s0 = [mpmath.mpf(x[2]) for x in X]
-    with mpmath.workdps(25):
+    with mpmath.workdps(20):  # ~1e-20: far below the enclosure's 1e-14 and the 1e-9 probe
         Cf = mpmath.odefun(lambda t, C: sum(mpmath.tanh(mpmath.atanh(s) + C) for s in s0) / 3,
                            0, mpmath.mpf(0))(2)  # fmt: skip
         exact = []
@@ -202,6 +203,44 @@ def test_jacobian_and_lognorm_enclose_the_50_digit_ones():
         lam = max(mpmath.eigsy((Jr + Jr.T) / 2)[0])
     mu = lognorm2_bound(J)
     assert lam <= mu < lam + 1e-5
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1.0, 1e-12, 1e6]))
+@example(0, 1.0)
+def test_perron_bound_dominates_the_spectral_norm(seed, scale):
+    """Collatz-Wielandt: the bound is >= the largest eigenvalue of a nonnegative symmetric
+    matrix (sparse, dense, with zero rows) and within the row-sum bound."""
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(1, 40))
+    A = rng.random((m, m)) * (rng.random((m, m)) < rng.random()) * scale
+    A = np.maximum(A, A.T)
+    bound = _perron_bound(A)
+    top = max(float(np.linalg.eigvalsh(A)[-1]), 0.0)  # LAPACK's error: ~m u ||A||
+    assert top * (1 - 1e-12) <= bound
+    assert bound <= float(np.max(A.sum(axis=1))) * (1 + 1e-9) + 1e-300
+
+
+def test_warm_started_lognorm_stays_above_the_eigenvalues():
+    """lognorm2_bound with a memo (the warm start from the previous eigenvector): over a
+    sequence of slowly moving interval matrices, and after a jump that makes the stale vector
+    useless, every bound is >= the largest symmetric eigenvalue of sampled members; a stale
+    vector that points the wrong way only costs the fallback."""
+    rng = np.random.default_rng(5)
+    m = 60
+    base = rng.standard_normal((m, m))
+    memo: dict = {}
+    for step, jump in enumerate([0.0, 0.01, 0.02, 0.03, 5.0, 5.01]):
+        M = base + jump * np.eye(m) + 0.05 * step * np.diag(rng.standard_normal(m))
+        J = Interval(M) + Interval(-1e-6, 1e-6)
+        mu = lognorm2_bound(J, memo)
+        for _ in range(3):
+            Mk = M + rng.uniform(-1e-6, 1e-6, (m, m))
+            assert float(np.linalg.eigvalsh((Mk + Mk.T) / 2)[-1]) < mu
+        assert mu < float(np.linalg.eigvalsh((M + M.T) / 2)[-1]) + 0.05  # tight enough
+    memo["v"] = -memo["v"] + 1.0  # a useless start: still a bound
+    J = Interval(base) + Interval(-1e-6, 1e-6)
+    assert float(np.linalg.eigvalsh((base + base.T) / 2)[-1]) < lognorm2_bound(J, memo)
 
 
 def test_cholesky_eigenvalue_test_refuses_false_bounds():
