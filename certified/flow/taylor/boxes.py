@@ -18,6 +18,19 @@ are the checker's replay of the final sub-boxes; the certificate carries ``hints
 (the a priori enclosure or the new basis), or is still over TOO_WIDE times its linear part
 when the budget is spent, is named with the failing sub-box and the reason, and left out of
 the certificate; the others come back.
+
+Reach (issue 18's instance, d = 8, T = 4, measured): tanh boxes of side 0.005 and sigmoid up to
+0.05 come back; side 0.1 does not, at any budget the checker's replay allows. Two causes, both
+of first-order sets: (i) the spread term ``(J M - M') U`` overestimates the true second-order
+term ``D^2 Phi_h (M u, M u) / 2`` about 30x (the spread of J over the whole hull X: the mean
+value's 2x on each side, absolute values over the input axes and over the neurons): at side
+0.1 after the first piece 0.09 against a true 0.003; (ii) the error part ``C r`` grows by
+the row sums of ``|Q^T J C|`` (1.2-1.3 per step of 3/64, a factor 2-3 per piece) where the
+flow's own growth is about 1, and the error feeds the hull X, so past about its linear part it
+grows without bound. A parallelepiped basis (C' = mid(J C)) removes (ii)'s wrapping but not the
+feedback (measured: no better). Side 0.1 needs second-order sets (``x^ + M u + Q(u, u)/2 + C r``,
+the curvature a point tensor, the error third order: an enclosure of D^2 Phi_h over X in the
+checker, not available in its jets), or sub-boxes of side about 0.005 (20^8 of them).
 """
 
 from __future__ import annotations
