@@ -232,13 +232,11 @@ SLOW_JOBS = {"flow": _slow_job, "interpolate": _slow_interpolate,
              "transformer-gaussian-pde": _slow_gaussian_pde}  # fmt: skip
 
 
-# The commands added since the first campaign: CI interrupts each with one signal (alternating);
-# the other signal is in the fullscale run (pytest -m fullscale, with CERTIFIED_INTERRUPT_TRIALS)
-_LATER = ("gradient", "train", "transformer-flow", "transformer-cluster", "transformer-match",
-          "transformer-stack", "transformer-gaussian-pde")  # fmt: skip
+# CI interrupts each command with one signal (alternating over the sorted commands); the other
+# signal is in the fullscale run (pytest -m fullscale, with CERTIFIED_INTERRUPT_TRIALS)
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
-_CASES = [pytest.param(c, s, marks=[pytest.mark.fullscale] * (c in _LATER and s != _SIGNALS[
-    _LATER.index(c) % 2])) for c in sorted(SLOW_JOBS) for s in _SIGNALS]  # fmt: skip
+_CASES = [pytest.param(c, s, marks=[pytest.mark.fullscale] * (s != _SIGNALS[k % 2]))
+          for k, c in enumerate(sorted(SLOW_JOBS)) for s in _SIGNALS]  # fmt: skip
 
 
 _PACKAGE = str(Path(certified.__file__).parent)
