@@ -352,11 +352,12 @@ def sphere_jacobian(box: Interval, level0, heads: list[_Head]) -> Interval:
     Jv, v = None, None
     for h, (P, R0) in zip(heads, level0, strict=True):
         U = box.reshape(1, n, d) - R0.reshape(n, 1, d)  # u_ij = x_j - xbar_i
-        Vu = isum(U.reshape(n, n, 1, d) * h.V.reshape(1, 1, d, d), axis=3)  # (i, j, alpha)
+        Vu = matmul(U.reshape(n * n, d), h.V.T).reshape(n, n, d)  # (i, j, alpha): V u_ij
         a = matmul(box, h.A.T)  # a_i = A x_i
         key = Vu.reshape(n, n, d, 1) * a.reshape(n, 1, 1, d)  # (V u_ij) a_i^T
         blk = P.reshape(n, n, 1, 1) * (h.V.reshape(1, 1, d, d) + key)
-        C = isum(P.reshape(n, n, 1, 1) * U.reshape(n, n, d, 1) * U.reshape(n, n, 1, d), axis=1)
+        PU = P.reshape(n, n, 1) * U  # P_ij u_ij
+        C = isum(PU.reshape(n, n, d, 1) * U.reshape(n, n, 1, d), axis=1)
         CA = isum(C.reshape(n, d, d, 1) * h.A.reshape(1, 1, d, d), axis=2)
         VCA = isum(h.V.reshape(1, d, d, 1) * CA.reshape(n, 1, d, d), axis=2)
         blk = _add_diagonal_blocks(blk, VCA)
