@@ -14,12 +14,13 @@ from pathlib import Path
 import flint
 import pytest
 
-from certified.checker import _parse, _stack_rule, check_certificate
+from certified.checker import _parse, _stack_rule, _transformer_rule, check_certificate
+from certified.checker._field_rule import check_field_flow
 from certified.checker._lipschitz_domain_rule import _leaves
 from certified.checker._parse import Rejected, common_bits, exact_product, metered
 from certified.checker._partition import partition_leaves
 from certified.checker._relu_vec_plan import MAX_RELU_VEC_COST
-from certified.checker._transformer_rule import _diameter_sq
+from certified.checker._transformer_rule import _diameter_sq, _w2_upper
 from certified.checker.sensitivity import loss_and_gradient, relu_sign_failure
 from certified.commands.check import DEFAULT_TIME_LIMIT
 
@@ -129,6 +130,18 @@ def test_the_transformer_bounds_are_charged_at_the_heights_of_their_sums(monkeyp
     ends = [(_coprime(i, 300), _coprime(i, 300) + 1) for i in range(2000)]
     with metered(0), pytest.raises(Rejected, match="resource limit: the token cloud's diameter"):
         _diameter_sq(ends, 2, 1000)
+    monkeypatch.setattr(_parse, "MAX_WORK", 10**5)  # the honest file's bounds take 600 units
+    q0, q1 = flint.fmpq(0), flint.fmpq(1)
+    giant = [[_coprime(3 * g + k, 3000) for k in range(3)] for g in range(2)]
+    with metered(0):
+        assert list(_w2_upper([[(q0, q1)] * 3] * 2, [[q1]] * 2, [[q0] * 3] * 2, 3)) == [3, 3]
+        with pytest.raises(Rejected, match="resource limit: measure 0"):
+            list(_w2_upper([[(q0, q1)] * 3] * 2, [[q1]] * 2, giant, 3))
+
+
+@pytest.mark.slow
+def test_the_transformer_bounds_are_charged_in_a_whole_match_file(monkeypatch):
+    """As the test above, through the whole file (its replay: 5 to 10 s)."""
     monkeypatch.setattr(_parse, "MAX_WORK", 10**5)  # the honest file takes 600 units
     cert = _seed("transformer_match.json")
     cert["instance"]["targets"] = [[str(_coprime(3 * g + k, 3000)) for k in range(3)]
@@ -146,3 +159,30 @@ def test_the_subdivision_of_a_domain_is_charged_split_by_split():
     budget = [10**6]
     leaves = list(_leaves([0, -1, -1], flint.fmpq(1), 2, budget))
     assert [depth for _, depth in leaves] == [1, 1] and budget[0] > 10**6 - 100
+
+
+def test_the_flows_of_a_match_share_one_replay_budget(monkeypatch):
+    """A transformer-match file of many flows, each under MAX_TAYLOR_OPS, replayed for hours:
+    its flows now draw on one budget (MAX_MATCH_OPS), each replay's cost taken before it runs.
+    (At full scale: test_hostile_files.py's transformer_match_flows.)"""
+    cert = _seed("tanh_flow.json")  # a taylor-lohner flow of 0.2 s
+    flow = cert["instance"], cert["claim"], cert["hints"]
+    budget = [10**12]
+    check_field_flow(*flow, budget)
+    cost = 10**12 - budget[0]
+    assert cost > 0
+    budget = [cost * 3 // 2]
+    check_field_flow(*flow, budget)  # the first flow fits, the second does not
+    with pytest.raises(Rejected, match="resource limit: the replay"):
+        check_field_flow(*flow, budget)
+    monkeypatch.setattr(_transformer_rule, "MAX_MATCH_OPS", cost)  # below the seed's 2 atoms
+    verdict = check_certificate(_seed("transformer_match.json"))
+    assert not verdict.verified and verdict.reason.startswith("resource limit: the replay")
+
+
+def test_the_weights_of_a_match_are_read_before_its_replays(monkeypatch):
+    monkeypatch.setattr(_transformer_rule, "MAX_MATCH_OPS", 0)  # any replay: resource limit
+    cert = _seed("transformer_match.json")
+    cert["instance"]["weights"][1] = ["2"]
+    verdict = check_certificate(cert)
+    assert verdict.reason == "instance.weights[1]: must be positive and sum to 1"

@@ -91,7 +91,9 @@ RULE_ALLOWANCES: dict[str, int] = {
     # transformer-match (cluster first, proofs/transformers.md §6b)
     "_stack_rule.py": 293,  # issue 20: kind stack, layer stacks replayed per layer (+2 __init__);
     # +37: version 2, pre-normalised attention / MLP layers (x + h f(LN(x)))
-    "meter": 215,  # issue 11: the meter of a check in _parse.py (reader bound on the numbers'
+    "meter": 228,  # issue 11 (+13: transformer-match's shared replay budget, weights read
+    # before the replays, its W2 bounds in a function of their own, check_field_flow(budget=)):
+    # the meter of a check in _parse.py (reader bound on the numbers'
     # bits, charge, exact_sum) and the charges of the rules before uncounted work (+13: the
     # cuts of _partition.py, transformer-cluster's diameter and witness, transformer-match;
     # +77: common_bits and exact_product, the charges of stack, gradient / training (ReLU
