@@ -140,8 +140,9 @@ def test_the_transformer_bounds_are_charged_at_the_heights_of_their_sums(monkeyp
 
 
 @pytest.mark.slow
+@pytest.mark.fullscale
 def test_the_transformer_bounds_are_charged_in_a_whole_match_file(monkeypatch):
-    """As the test above, through the whole file (its replay: 5 to 10 s)."""
+    """As the test above, through the whole file (its replay: 5 to 10 s; deselected in CI)."""
     monkeypatch.setattr(_parse, "MAX_WORK", 10**5)  # the honest file takes 600 units
     cert = _seed("transformer_match.json")
     cert["instance"]["targets"] = [[str(_coprime(3 * g + k, 3000)) for k in range(3)]

@@ -1,8 +1,9 @@
 """Hostile certificate files (issue 11): each variant is built as a hostile author would write it
 (maximal precision, huge dyadic exponents, coprime giant denominators, maximal dimensions,
-deep and wide nesting, duplicate keys at scale; for stack, gradient, training and
-lipschitz-domain also the most heads, layers, steps, iterates and leaves, built on the archived
-certificates of hostile_seeds/) for every kind and rule, and checked in a fresh process of its
+deep and wide nesting, duplicate keys at scale; for stack, gradient, training,
+lipschitz-domain, transformer-match and transformer-cluster also the most heads, layers, steps,
+iterates, leaves, atoms, tokens, pieces and flows, built on the archived certificates of
+hostile_seeds/) for every kind and rule, and checked in a fresh process of its
 own. Asserted: the verdict is REJECTED (with "resource limit" where the variant
 aims at a limit), one line, no traceback, and the time and peak memory stay inside the bounds
 that proofs/format.md section 1 ("Bounds of a check") promises, with a factor 10 of slack (these
@@ -12,7 +13,9 @@ Each file is checked as ``certified check`` checks it: in a forked child under t
 default limits (``certified.commands.check.limited_check``), whose peak resident memory is
 promised to stay under 2 GB whatever the file.
 
-The default run builds every variant at a small scale (kilobytes to a few megabytes); the
+The default run builds every variant at a small scale (kilobytes to a few megabytes; but
+transformer_match_flows, whose replays use the whole budget of the file: minutes, checked with a
+small budget by test_hostile_charges.py); the
 ``fullscale`` marker (deselected by default, ``pytest -m fullscale``) builds them at the byte
 limit (minutes, up to 2 GB), and checks the honest 100,000-point interpolation certificate
 (219 MB) under the same limits: VERIFIED, under 2 GB."""
@@ -23,6 +26,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
+from fractions import Fraction
 from math import isqrt
 from pathlib import Path
 
@@ -43,6 +47,7 @@ SLACK = 10
 # descendants, KiB on Linux).
 _WORKER = r"""
 import json, os, sys, time
+import certified.checker  # loaded before the forks, as in `certified check` (limited_check)
 from certified.commands.check import DEFAULT_MEMORY_MB, DEFAULT_TIME_LIMIT, limited_check
 for path in sys.argv[1:]:
     r, w = os.pipe()
@@ -277,12 +282,6 @@ def gradient_precision(size: int) -> bytes:  # the kinds of other modules: reade
             f'"claim": {{}}, "hints": {{"precision": 4096}}}}').encode()  # fmt: skip
 
 
-def transformer_cluster_giant(size: int) -> bytes:
-    pts = ",".join(f"[{_giant(i)}]" for i in range(max(4, size // 4000)))
-    return (f'{{"kind": "transformer-cluster", "version": 1, "instance": {{"points": [{pts}]}},'
-            f' "claim": {{}}, "hints": {{}}}}').encode()  # fmt: skip
-
-
 # --- the kinds stack, gradient (ReLU), training, lipschitz-domain: built on the archived
 # certificates of hostile_seeds/ (tests/checker/test_archived_certificates.py) -----------------
 SEEDS = Path(__file__).parent / "hostile_seeds"
@@ -377,6 +376,136 @@ def lipschitz_domain_tree(size: int) -> bytes:  # 2^D leaves, every one a valid 
     return json.dumps(cert).encode()
 
 
+# --- transformer-match and transformer-cluster: built on their archived certificates ----------
+def _match(atoms_per_flow: int, flows: int = 1, hints: dict | None = None, pieces: int = 0,
+           weight: Callable[[int], str] | None = None) -> dict:  # fmt: skip
+    """The archived match certificate (one-token flows of the field of d = 3) with ``flows``
+    flows of ``atoms_per_flow`` atoms each (every atom the seed's first one, one measure each
+    unless ``weight`` puts all of them in one measure of those weights), ``pieces`` pieces of
+    one step each if given, the hints of every flow updated by ``hints``."""
+    cert = _seed("transformer_match.json")
+    flow, fc, fh = (cert[k]["flows"][0] for k in ("instance", "claim", "hints"))
+    # claims [-2, 2]: short, and they contain every replayed enclosure (the flows go on)
+    flow["points"] = [flow["points"][0]] * atoms_per_flow
+    fc["enclosures"] = [[[["-2", "2"]] * 3] * atoms_per_flow]
+    if pieces:  # (short numbers: the pieces are the bulk)
+        piece = {"duration": f"1/{pieces}", "parameters": ["1", "0", "0", "4", "3", "0", "-2"]}
+        flow["pieces"] = [piece] * pieces
+        fh.update(steps=[[f"1/{pieces}"]] * pieces, jacobian_orders=[[8]] * pieces,
+                  apriori=[["1/128"]] * pieces)  # fmt: skip
+        flow["time"] = fc["times"][0] = "1"
+        cert["claim"]["switches"] = pieces - 1
+    fh.update(hints or {})
+    total = atoms_per_flow * flows
+    inst = cert["instance"]
+    inst["flows"], cert["claim"]["flows"] = [flow] * flows, [fc] * flows
+    cert["hints"]["flows"] = [fh] * flows
+    if weight is None:
+        inst["sizes"], inst["weights"] = [1] * total, [["1"]] * total
+        inst["targets"] = [inst["targets"][0]] * total
+        cert["claim"]["w2_squared"] = ["1"] * total  # (short: never reached)
+    else:
+        inst["sizes"], inst["weights"] = [total], [[weight(i) for i in range(total)]]
+        inst["targets"], cert["claim"]["w2_squared"] = inst["targets"][:1], ["1"]
+    return cert
+
+
+def transformer_match_atoms(size: int) -> bytes:  # one flow of the most atoms: its replay's cost
+    n = max(6000, min(size // 60, MAX_TOKENS // 16))  # (6,000 atoms: over the budget)
+    return json.dumps(_match(n, weight=lambda i: f"1/{n}")).encode()
+
+
+def transformer_match_giant_weights(size: int) -> bytes:  # coprime giant weights of one measure
+    n = max(8, min(size // 4020, 100_000))
+    return json.dumps(_match(n, weight=lambda i: _giant(i)[1:-1])).encode()
+
+
+def transformer_match_precision(size: int) -> bytes:  # 4096 bits, order 60, arb: the cost
+    n = max(2, min(size // 60, MAX_TOKENS // 8))
+    boxes = [[[["-1", "1"]] * 3] * n]
+    hints = {
+        "precision": 4096,
+        "order": 60,
+        "jacobian_order": 60,
+        "arithmetic": "arb",
+        "jacobian_orders": [[60] * 41, [60] * 39],
+        "boxes": [[boxes] * 41, [boxes] * 39],
+    }
+    cert = _match(n, weight=lambda i: f"1/{n}", hints=hints)
+    cert["hints"]["flows"][0].pop("apriori")
+    return json.dumps(cert).encode()
+
+
+def transformer_match_pieces(size: int) -> bytes:  # the most pieces (one step each), 1000 atoms
+    return json.dumps(_match(1000, pieces=max(800, min(size // 100, MAX_TOKENS // 40)))).encode()
+
+
+def transformer_match_dimension(size: int) -> bytes:  # the linear field of the largest d
+    d = max(600, min(10_000, size // 60))
+    cert = _match(1)
+    flow, fc = cert["instance"]["flows"][0], cert["claim"]["flows"][0]
+    flow["field"] = {"dimension": d, "parameters": flow["field"]["parameters"],
+                     "nodes": [["x", k] for k in range(d)], "outputs": list(range(d))}  # fmt: skip
+    flow["points"], fc["enclosures"] = [["1/2"] * d], [[[["0", "1"]] * d]]
+    cert["instance"].update(dimension=d, targets=[["1/2"] * d])
+    return json.dumps(cert).encode()
+
+
+def transformer_match_flows(size: int) -> bytes:  # many flows, each under the budget of one
+    return json.dumps(_match(500, flows=max(3, min(size // 250_000, 1000)))).encode()
+
+
+def transformer_cluster_tokens(size: int) -> bytes:  # n tokens of R^d: a field of dimension n d
+    cert = _seed("transformer_cluster.json")
+    d = 4
+    n = max(150, min(10_000, size // (60 * d)))
+    flow, fc = cert["instance"]["flow"], cert["claim"]["flow"]
+    nodes = [["x", k] for k in range(n * d)]
+    flow["field"] = {"dimension": n * d, "parameters": [], "nodes": nodes,
+                     "outputs": list(range(n * d))}  # fmt: skip
+    flow["pieces"] = [{"duration": "1/4", "parameters": []}]
+    flow["points"] = [[f"1/{k + 2}" for k in range(n * d)]]
+    fc["enclosures"] = [[[["0", "1"]] * (n * d)]] * 2
+    cert["instance"].update(tokens=n, dimension=d)
+    cert["claim"]["witness"] = ["1"] * d
+    return json.dumps(cert).encode()
+
+
+def transformer_cluster_giant(size: int) -> bytes:  # giant coprime ends, witness, eps, pieces
+    cert = _seed("transformer_cluster.json")
+    flow, fc, h = cert["instance"]["flow"], cert["claim"]["flow"], cert["hints"]
+    P = max(1, size // 80_000)  # pieces of giant parameters (the field's values + 1 / giant)
+    params = flow["pieces"][0]["parameters"]
+
+    def giant(i: int, base: str = "0") -> str:  # base - 1/G_i (coprime giants), exactly
+        g = 10**3940 + 2 * i + 1
+        q = Fraction(base) - Fraction(1, g)
+        return f"{q.numerator}/{q.denominator}"
+
+    if P > 1:
+        flow["pieces"] = [{"duration": f"1/{4 * P}", "parameters": [
+            giant(P * j + k, _exact(v)) for k, v in enumerate(params)]} for j in range(P)
+        ]  # fmt: skip
+        h.update(steps=[[f"1/{4 * P}"]] * P, jacobian_orders=[[8]] * P, apriori=[["1/8"]] * P)
+        fc["times"] = ["1/4"]
+        fc["enclosures"] = fc["enclosures"][-1:]
+    last = fc["enclosures"][-1][0]
+    fc["enclosures"][-1][0] = [[giant(2 * k, _exact(lo)), _exact(hi)]
+                               for k, (lo, hi) in enumerate(last)]  # fmt: skip
+    cert["claim"]["witness"] = [giant(7 + k, "1") for k in range(3)]
+    cert["claim"]["eps"] = giant(11, "2")
+    return json.dumps(cert).encode()
+
+
+def _exact(v: str) -> str:
+    """An exact number of the file as a Fraction's string (p/q or p)."""
+    if "*2^" in v:
+        m, e = v.split("*2^")
+        q = Fraction(int(m)) * Fraction(2) ** int(e)
+        return f"{q.numerator}/{q.denominator}" if q.denominator > 1 else str(q.numerator)
+    return v
+
+
 # name -> (builder, from which size the verdict must be a "resource limit" rejection)
 NEVER = 2 * MAX_BYTES
 VARIANTS: dict[str, tuple[Callable[[int], bytes], int]] = {
@@ -402,6 +531,13 @@ VARIANTS: dict[str, tuple[Callable[[int], bytes], int]] = {
     "interpolation_giant": (interpolation_giant, NEVER),
     "gradient_precision": (gradient_precision, NEVER),
     "transformer_cluster_giant": (transformer_cluster_giant, NEVER),
+    "transformer_cluster_tokens": (transformer_cluster_tokens, 0),
+    "transformer_match_atoms": (transformer_match_atoms, 0),
+    "transformer_match_giant_weights": (transformer_match_giant_weights, 0),
+    "transformer_match_precision": (transformer_match_precision, 0),
+    "transformer_match_pieces": (transformer_match_pieces, 0),
+    "transformer_match_dimension": (transformer_match_dimension, 0),
+    "transformer_match_flows": (transformer_match_flows, 0),
     "stack_dimension": (stack_dimension, 4 * MB),
     "stack_giant_heads": (stack_giant_heads, 4 * MB),
     "stack_precision": (stack_precision, 0),
@@ -412,24 +548,35 @@ VARIANTS: dict[str, tuple[Callable[[int], bytes], int]] = {
 }
 
 
+# Built at (at least) this size in the default run: below it the variant is not over its limit
+MIN_SIZE = {"transformer_match_atoms": MB // 2}
+# Only in the fullscale run: files whose replays use their rule's whole budget (minutes each;
+# in the default run test_hostile_charges.py checks that budget with a small one)
+FULLSCALE_ONLY = {"transformer_match_flows"}
+
+
 def build_at(build: Callable[[int], bytes], size: int) -> bytes:
     """The variant at most ``size`` bytes long (the builders' sizes are estimates)."""
     data, target = build(size), size
-    while len(data) > size:
+    for _ in range(64):
+        if len(data) <= size:
+            return data
         target = int(target * size / len(data) * 0.97)
         data = build(target)
-    return data
+    raise AssertionError(f"{build.__name__}: its smallest file is over {size} bytes")
 
 
 def _run(tmp_path: Path, size: int) -> None:
-    paths = []
-    for name, (build, _) in VARIANTS.items():
-        data = build_at(build, size)
+    paths, full = [], size >= MAX_BYTES // 2
+    names = [name for name in VARIANTS if full or name not in FULLSCALE_ONLY]
+    for name in names:
+        data = build_at(VARIANTS[name][0], max(size, MIN_SIZE.get(name, 0)))
         assert len(data) <= MAX_BYTES, name
         (path := tmp_path / f"{name}.json").write_bytes(data)
         paths.append(path)
     results = check_in_children(paths)
-    for name, (_, threshold) in VARIANTS.items():
+    for name in names:
+        threshold = VARIANTS[name][1]
         r, size = results[f"{name}.json"], (tmp_path / f"{name}.json").stat().st_size
         resource = size >= threshold
         assert r["verified"] is False, (name, r)
@@ -481,8 +628,11 @@ if __name__ == "__main__":  # measure: python tests/checker/test_hostile_files.p
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, (build, _) in VARIANTS.items():
-        (p := out / f"{name}.json").write_bytes(build_at(build, size))
-        paths.append(p)
+        if size >= MAX_BYTES // 2 or name not in FULLSCALE_ONLY:
+            (p := out / f"{name}.json").write_bytes(
+                build_at(build, max(size, MIN_SIZE.get(name, 0)))
+            )
+            paths.append(p)
     for name, r in check_in_children(paths).items():
         print(f"{name:36s} {Path(out / name).stat().st_size / MB:8.2f} MB {r['seconds']:8.2f} s "
               f"{r['mib']:8.0f} MiB {r['verified']} {r['reason'][:90]}")  # fmt: skip
