@@ -243,6 +243,39 @@ def test_warm_started_lognorm_stays_above_the_eigenvalues():
     assert float(np.linalg.eigvalsh((base + base.T) / 2)[-1]) < lognorm2_bound(J, memo)
 
 
+def test_batched_series_contain_each_sets_50_digit_derivatives():
+    """Two token sets in one batched pass (as each step computes the box and the point series):
+    X_1 = f(x), X_2 = J(x) f(x) / 2 of each set against its own 50-digit field (attention
+    leaking between the sets would move both), one head with general V and B, weights."""
+    rng = np.random.default_rng(2)
+    n, d = 3, 3
+    V = (rng.integers(-8, 9, (d, d)) / 8).tolist()
+    B = (rng.integers(-8, 9, (d, d)) / 4).tolist()
+    sets = [rng.standard_normal((n, d)) for _ in range(2)]
+    sets = [(S / np.linalg.norm(S, axis=1, keepdims=True)).tolist() for S in sets]
+    weights = ["1/2", "1/3", "1/6"]
+    w = Interval.from_exact(weights)
+    both = Interval(np.vstack(sets))
+    X = taylor_coefficients(both, [_Head(Interval(np.array(B)), Interval(np.array(V)))], w, 3,
+                            True, batch=2)[0]  # fmt: skip
+    for k, tokens in enumerate(sets):
+        inst = {"tokens": tokens, "weights": weights}
+        f = ref.field(inst, {"heads": [{"V": V, "B": B}]})
+        with mpmath.workdps(50):
+            x0 = ref.state(inst)
+            f0 = f(x0)
+            jf = [_along(f, x0, f0, c) for c in range(n * d)]
+        rows = slice(k * n, (k + 1) * n)
+        assert ref.contains(X[1].lo[rows], X[1].hi[rows], f0) == []
+        assert ref.contains(X[2].lo[rows], X[2].hi[rows], [v / 2 for v in jf]) == []
+        assert float(np.max(X[2].hi[rows] - X[2].lo[rows])) < 1e-11
+
+
+def _along(f, x0, f0, c):
+    """d/dt f(x0 + t f0)_c at t = 0 (mpmath, the working precision)."""
+    return mpmath.diff(lambda t: f([a + t * b for a, b in zip(x0, f0, strict=True)])[c], 0)
+
+
 def test_cholesky_eigenvalue_test_refuses_false_bounds():
     rng = np.random.default_rng(11)
     Q, _ = np.linalg.qr(rng.standard_normal((40, 40)))
