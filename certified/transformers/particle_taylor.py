@@ -432,7 +432,7 @@ def _perron_bound(Sr: np.ndarray) -> float:
         if not 0.0 < top < math.inf:
             break
         v = np.maximum(u / top, 1e-6)  # entries > 0, so the quotient bound applies
-    num = matmul(Interval(Sr), Interval(v))  # encloses Sr v
+    num = matmul(Interval._trusted(Sr, Sr), Interval(v))  # encloses Sr v (Sr: finite doubles)
     return float(np.max((num / Interval(v)).hi))
 
 
@@ -450,13 +450,15 @@ def lognorm2_bound(J: Interval, memo: dict | None = None) -> float:
     S = (J + J.T) * 0.5
     Sc = S.mid()
     if np.array_equal(Sc, Sc.T):  # (the usual case: + commutes) Sr = the radius about Sc
-        Sr = Interval(S.rad_upper())
+        Sr = S.rad_upper()
     else:
         Sc = np.triu(Sc)
         Sc = Sc + np.triu(Sc, 1).T  # exactly symmetric
-        Sr = Interval(_mag(S - Interval(Sc)))
-    r = max(float(np.max(isum(Sr, axis=1).hi)), float(np.max(isum(Sr, axis=0).hi)))
-    r = min(r, _perron_bound(np.maximum(Sr.hi, Sr.hi.T)))  # symmetric, still >= |S - Sc|
+        Sr = _mag(S - Interval(Sc))
+    # symmetric and still >= |Sym(M) - Sc| (symmetric): its 1- and inf-norms are equal
+    Sr = np.maximum(Sr, Sr.T)
+    r = float(np.max(isum(Interval._trusted(Sr, Sr), axis=1).hi))
+    r = min(r, _perron_bound(Sr))
     if memo is not None and "v" in memo:  # the warm start: no eigendecomposition
         v = memo["v"]
         for _ in range(3):
