@@ -421,7 +421,7 @@ def transformer_match_giant_weights(size: int) -> bytes:  # coprime giant weight
 
 
 def transformer_match_precision(size: int) -> bytes:  # 4096 bits, order 60, arb: the cost
-    n = max(2, min(size // 60, MAX_TOKENS // 8))
+    n = max(2, min(size // 2000, MAX_TOKENS // 1024))  # (80 steps of 3 boxes an atom)
     boxes = [[[["-1", "1"]] * 3] * n]
     hints = {
         "precision": 4096,
@@ -452,7 +452,7 @@ def transformer_match_dimension(size: int) -> bytes:  # the linear field of the 
 
 
 def transformer_match_flows(size: int) -> bytes:  # many flows, each under the budget of one
-    return json.dumps(_match(500, flows=max(3, min(size // 250_000, 1000)))).encode()
+    return json.dumps(_match(500, flows=max(3, size // 50_000))).encode()
 
 
 def transformer_cluster_tokens(size: int) -> bytes:  # n tokens of R^d: a field of dimension n d
