@@ -68,8 +68,9 @@ class _Head:
 
 
 class _LeftSeriesProduct:
-    """Σ_{m=0..k} E_m Y_{k−m} for a series of left blocks E_m (rows x n, added in order) and
-    right blocks given per call as [Y_k; …; Y_0] ((k+1) n x p): the midpoint-radius product of
+    """Σ_{m=0..k} E_m Y_{k−m} for a series of left blocks E_m (rows x n, added in order: the
+    exponentials' E_m for [N_k | D_k], or a_m = X_m Aᵀ with n = d for the scores s_k) and right
+    blocks given per call as [Y_k; …; Y_0] ((k+1) n x p): the midpoint-radius product of
     bounds.md#matmul of [E_0 … E_k] with that column, whose left factor's midpoints, moduli and
     radii are computed once per block and kept (Interval's ``matmul`` would redo them for every
     order), and W = |A_m| V̂ + A_r D̂ summed from two BLAS products: one more summation order of
@@ -152,13 +153,14 @@ def taylor_coefficients(X0: Interval, heads: list[_Head], w: Interval, terms: in
     bufs = [{"ls": np.empty((2, K, rows, n)), "E": np.empty((2, K, rows, n)),
              "D": np.empty((2, K, rows, 1)), "R": np.empty((2, K, rows, d))}
             for _ in heads]  # fmt: skip
-    state: list[dict[str, Any]] = [{"a": []} for _ in heads]
+    state: list[dict[str, Any]] = [{} for _ in heads]
     vb, qb = np.empty((2, K, rows, d)), np.empty((2, K, rows, 1))
     level0: list[tuple[Interval, Interval]] = []
     sets = [slice(i * n, (i + 1) * n) for i in range(batch)]
     # the right blocks Y_j = [w X_j | w δ_j0] of every set side by side (n x batch (d + 1))
     Ys = [_stack([_stack([X0[r] * wcol, wcol], 1) for r in sets], 1)]
     pairs = [_LeftSeriesProduct(rows, n, K) for _ in heads]
+    scores = [_LeftSeriesProduct(rows, d, K) for _ in heads]  # [a_0 ... a_k] for s_k
 
     def put(buf: np.ndarray, k: int, v: Interval) -> Interval:
         buf[0, k], buf[1, k] = v.lo, v.hi
@@ -173,11 +175,11 @@ def taylor_coefficients(X0: Interval, heads: list[_Head], w: Interval, terms: in
         if k > 0:
             Ys.append(_stack([_stack([X[k][r] * wcol, zero], 1) for r in sets], 1))
         right = _stack(Ys[::-1], 0)  # [Y_k; ...; Y_0]
-        for h, st, bf, pair in zip(heads, state, bufs, pairs, strict=True):
-            st["a"].append(matmul(X[k], h.A.T))
+        XT = _stack([X[k - m].T for m in range(k + 1)], 0)  # [X_k^T; ...; X_0^T]
+        for h, st, bf, pair, sc in zip(heads, state, bufs, pairs, scores, strict=True):
+            sc.add(k, matmul(X[k], h.A.T))  # a_k = X_k A^T
             # s_k = sum_m a_m X_{k-m}^T: one product of inner dimension (k + 1) d
-            sk = matmul(_stack(st["a"], 1), _stack([X[k - m].T for m in range(k + 1)], 0))
-            sk = _blocks(sk, batch, n, n)
+            sk = _blocks(sc.product(k, XT), batch, n, n)
             put(bf["ls"], k, sk * float(k))  # l s_l (exact scaling up to outward rounding)
             if k == 0:
                 c = np.max(sk.mid(), axis=1, keepdims=True)  # any real shift cancels in R
