@@ -94,9 +94,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="claim the checker's own replayed enclosures (replayed here first: about twice "
         "the time to write); by default, for certificates whose replay costs more than about a "
         "second, the engine's enclosures are claimed, widened (up to 4x as wide for smooth "
-        "fields), and the replay is done once, by the writer's check. Points of smooth fields "
-        "at 53 bits always claim the replay's own enclosures, in one replay (steps from a "
-        "float64 predictor; the engine only when that replay fails)",
+        "fields), and the replay is done once, by the writer's check. Without this option, "
+        "points of smooth fields at 53 bits claim the replay's own enclosures in one replay "
+        "(steps from a float64 predictor; the engine's route when that replay fails); with "
+        "it, they take the engine's steps and the hints name the a priori factors",
     )
     parser.add_argument(
         "--enclosures",
@@ -416,7 +417,12 @@ def _run_field(args, t0: float, schedule=None) -> int:
             return run_smooth_boxes(args, problem, start, n, source, t0)
     progress = Progress("flow")
     one = None
-    if args.out is not None and what == "points" and args.prec in (None, 53):
+    if (
+        args.out is not None
+        and what == "points"
+        and args.prec in (None, 53)
+        and not args.tight_claims
+    ):
         one = _one_pass(args, problem, start, save_at, progress)
     if one is not None:  # the single replay's claims, accepted (issue 18)
         result, cert, written = one
@@ -503,8 +509,8 @@ def _one_pass(args, problem, start, save_at, progress):
     from certified.flow.result import FlowEnclosure, FlowStatus
     from certified.flow.taylor.float64 import predict_steps
 
-    if not supported(problem.field.expression):
-        return None
+    if problem.field.sphere or not supported(problem.field.expression):
+        return None  # sphere fields: the engine's route checks that the points are on it
     sets = initial_set(start, problem.dimension)
     saves = save_at.times(problem.total_time)
     times = tuple(str(t) for t in saves)
