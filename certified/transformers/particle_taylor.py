@@ -89,7 +89,10 @@ class _LeftSeriesProduct:
         cols = slice(m * self.n, (m + 1) * self.n)
         self.mid[:, cols], self.mag[:, cols], self.rad[:, cols] = am, np.abs(am), ar
 
-    def product(self, k: int, right: Interval) -> Interval:
+    def product(self, k: int, right: Interval, sets: int = 1) -> Interval:
+        """With ``sets`` > 1 the rows and the right factor's columns are split into that many
+        equal groups and only the products of group β with group β are formed, stacked by rows
+        (the diagonal blocks of the whole product, each entry the same dot product)."""
         N = (k + 1) * self.n  # the inner dimension
         g = (N + 1) * 2.0**-53  # >= gamma_N for N <= 2^26 (bounds.md#matmul)
         assert right.shape[0] == N and N <= 2**26
@@ -99,22 +102,17 @@ class _LeftSeriesProduct:
         bm, vd = np.empty((N, p)), np.empty((2 * N, p))
         status = _kernels.matmul_right(np.ascontiguousarray(right.lo),
                                        np.ascontiguousarray(right.hi), g, bm, vd)  # fmt: skip
+        rows, q = self.mid.shape[0] // sets, p // sets
+        C, W = np.empty((2, sets * rows, q))
         with np.errstate(over="ignore", invalid="ignore"):
-            C = self.mid[:, :N] @ bm
-            W = self.mag[:, :N] @ vd[:N] + self.rad[:, :N] @ vd[N:]
+            for b in range(sets):
+                r, c = slice(b * rows, (b + 1) * rows), slice(b * q, (b + 1) * q)
+                C[r] = self.mid[r, :N] @ bm[:, c]
+                W[r] = self.mag[r, :N] @ vd[:N, c] + self.rad[r, :N] @ vd[N:, c]
         lo, hi = np.empty_like(C), np.empty_like(C)
         if status != _kernels.OK or _kernels.matmul_finish(C, W, f, kk, lo, hi) != _kernels.OK:
             raise RangeOverflowError("series: an endpoint exceeds the float64 range")
         return Interval._trusted(lo, hi)
-
-
-def _blocks(M: Interval, b: int, r: int, c: int) -> Interval:
-    """The b diagonal blocks (r x c) of M stacked as rows. Guarantee: exact (a selection)."""
-    if b == 1:
-        return M
-    pick = [(slice(i * r, (i + 1) * r), slice(i * c, (i + 1) * c)) for i in range(b)]
-    return Interval._trusted(np.concatenate([M.lo[p] for p in pick]),
-                             np.concatenate([M.hi[p] for p in pick]))  # fmt: skip
 
 
 def taylor_coefficients(X0: Interval, heads: list[_Head], w: Interval, terms: int,
@@ -179,7 +177,7 @@ def taylor_coefficients(X0: Interval, heads: list[_Head], w: Interval, terms: in
         for h, st, bf, pair, sc in zip(heads, state, bufs, pairs, scores, strict=True):
             sc.add(k, matmul(X[k], h.A.T))  # a_k = X_k A^T
             # s_k = sum_m a_m X_{k-m}^T: one product of inner dimension (k + 1) d
-            sk = _blocks(sc.product(k, XT), batch, n, n)
+            sk = sc.product(k, XT, batch)
             put(bf["ls"], k, sk * float(k))  # l s_l (exact scaling up to outward rounding)
             if k == 0:
                 c = np.max(sk.mid(), axis=1, keepdims=True)  # any real shift cancels in R
@@ -190,7 +188,7 @@ def taylor_coefficients(X0: Interval, heads: list[_Head], w: Interval, terms: in
             # [N_k | D_k] = sum_m E_m [w X_{k-m} | (w if m = k else 0)]: one product of
             # [E_0 ... E_k] (rows x (k+1) n) with the column of blocks [Y_k; ...; Y_0]
             pair.add(k, Ek)
-            ND = _blocks(pair.product(k, right), batch, n, d + 1)
+            ND = pair.product(k, right, batch)
             Nk, Dk = ND[:, :d], ND[:, d:]
             if k == 0:  # D_0 > 0 from the nonnegative terms (a midpoint-radius product may not)
                 Dk = isum(Ek * w.reshape(1, n), axis=1).reshape(rows, 1)
