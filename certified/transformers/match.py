@@ -41,6 +41,7 @@ from certified.verdict import Outcome
 __all__ = [
     "MatchTargets",
     "MatchVerdict",
+    "NoCertificateError",
     "match_certificate",
     "match_measures",
     "parse_targets",
@@ -59,6 +60,16 @@ class MatchTargets:
 
     points: np.ndarray
     omega: tuple[flint.fmpq, ...] | None = None
+
+
+class NoCertificateError(Exception):
+    """No certificate of a VERIFIED verdict: the message says why; ``retry`` says whether
+    smaller steps or chunks may help (the replay refused a step, or one-token chunks were over
+    the replay's limit) or not (a coupled flow over the limit, bounds that do not decide)."""
+
+    def __init__(self, message: str, retry: bool) -> None:
+        super().__init__(message)
+        self.retry = retry
 
 
 @dataclass(frozen=True)
@@ -254,6 +265,11 @@ def match_measures(
         pieces = cplan.pieces or [{"duration": 1}]
         if cplan.failure is not None:
             return MatchVerdict(Outcome.UNDECIDED, cplan.failure, pieces, len(pieces) - 1, d=d)
+        if step_policy is None:  # steps the checker's replay accepts (match_cluster)
+            from certified.flow import StepPolicy
+            from certified.transformers.match_cluster import CLUSTER_STEPS
+
+            step_policy = StepPolicy(max_step=CLUSTER_STEPS[0])
         flows = cluster_flows(instance, pieces, step_policy=step_policy)
         sources = [(inst.problem, inst.state()) for inst, _ in flows]
         results = [res for _, res in flows]
@@ -323,8 +339,9 @@ def switch_budget(d: int, N: int) -> int:
 def match_certificate(
     instance: TransformerInstance, targets: MatchTargets, eps: Any, verdict: MatchVerdict
 ) -> dict[str, Any] | None:
-    """The ``transformer-match`` v1 certificate of a VERIFIED verdict (None otherwise, or when
-    the bounds read from the certificate's own enclosures no longer decide).
+    """The ``transformer-match`` v1 certificate of a VERIFIED verdict (None for other
+    verdicts); :class:`NoCertificateError` (with the reason) when a flow has no certificate the
+    checker replays, or the bounds read from the certificate's own enclosures no longer decide.
 
     Guarantee: none (the checker decides)."""
     from certified.arith.exact import fmpq_to_str
@@ -336,13 +353,18 @@ def match_certificate(
     from certified.certificates.field_flow import FieldCertificateError
 
     flows = []
-    for (problem, points), res in zip(verdict.sources, verdict.results, strict=True):
+    coupled = max(instance.sizes) > 1
+    for k, ((problem, points), res) in enumerate(zip(verdict.sources, verdict.results,
+                                                     strict=True)):  # fmt: skip
         try:
             flow = flow_certificate_for(problem, points, res)
-        except FieldCertificateError:  # over the replay limit, or a step the replay refuses:
-            return None  # the caller retries with smaller chunks and steps
+        except FieldCertificateError as e:  # over the replay limit, or a step it refuses
+            # smaller chunks of one-token flows or smaller steps may help; a coupled flow over
+            # the limit only grows with smaller steps
+            cost = "over the checker's limit" in str(e)
+            raise NoCertificateError(f"flow {k}: {e}", retry=not (coupled and cost)) from None
         if flow is None:
-            return None
+            raise NoCertificateError(f"flow {k}: no checker rule covers it", retry=False)
         flows.append(flow)
     d = instance.d
     # rows of d (one-token chunks) or of n_g * d (one coupled flow per measure): split into atoms
@@ -350,8 +372,10 @@ def match_certificate(
     lo = [[to_fmpq(pairs[i + c][0]) for c in range(d)] for i in range(0, len(pairs), d)]
     hi = [[to_fmpq(pairs[i + c][1]) for c in range(d)] for i in range(0, len(pairs), d)]
     bounds = measure_bounds(instance, targets.points, lo, hi)
-    if any(not b <= eps * eps for b in bounds):
-        return None
+    for g, b in enumerate(bounds):
+        if not b <= eps * eps:
+            raise NoCertificateError(f"measures[{g}]: the W_2^2 bound {float(b):.3g} of the "
+                                     "replayed enclosures exceeds eps^2", retry=True)  # fmt: skip
     weights = [[fmpq_to_str(w) for w in (m or [flint.fmpq(1, n)] * n)]
                for m, n in zip(instance.masses, instance.sizes, strict=True)]  # fmt: skip
     return {

@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from certified.errors import InputError
     from certified.flow.command import decimal_upper
     from certified.transformers.match import (
+        NoCertificateError,
         match_certificate,
         match_measures,
         read_measures,
@@ -61,10 +62,13 @@ def run(args: argparse.Namespace) -> int:
     from certified.flow import StepPolicy
 
     # fewer atoms per flow (the checker bounds the replay cost of one flow) and shorter steps
-    # when the replay refuses a step (cost and tightness only)
-    # (the coupled flows of clustered measures: the replay's Picard inclusion on the clustering
-    # piece V = cI, c ~ 9, refused steps of 1/32, measured on 2 x 4 atoms, d = 3; 1/64 accepted)
+    # when the replay refuses a step (cost and tightness only); coupled flows of clustered
+    # measures: steps bounded from the first attempt on (match_cluster.CLUSTER_STEPS)
     attempts = ((None, 16), (StepPolicy(max_step="1/64"), 6), (StepPolicy(max_step="1/256"), 2))
+    if max(instance.sizes) > 1:
+        from certified.transformers.match_cluster import CLUSTER_STEPS
+
+        attempts = tuple((StepPolicy(max_step=h), 16) for h in CLUSTER_STEPS)
     for policy, chunk in attempts:
         with progress.stage(f"building and certifying the schedule ({sum(instance.sizes)} atoms)"):
             verdict = match_measures(instance, targets, eps, step_policy=policy, chunk=chunk)
@@ -72,10 +76,13 @@ def run(args: argparse.Namespace) -> int:
         outcome = verdict.outcome
         if outcome is not Outcome.VERIFIED:
             break
-        cert = match_certificate(instance, targets, eps, verdict)
-        if cert is None:
-            outcome, message = Outcome.UNDECIDED, "no certificate the checker replays"
-            continue
+        try:
+            cert = match_certificate(instance, targets, eps, verdict)
+        except NoCertificateError as e:
+            outcome, message = Outcome.UNDECIDED, f"no certificate the checker replays: {e}"
+            if e.retry:
+                continue
+            break
         with progress.stage("writing the certificate, re-checked by the checker first"):
             path, check = write_if_accepted(Path(args.out), cert)
         if path is None:
