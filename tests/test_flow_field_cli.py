@@ -413,8 +413,11 @@ def test_claims_the_replay_misses_fall_back_to_the_replayed_claims(tmp_path, cap
 
 def test_tight_claims_are_the_replayed_enclosures(tmp_path, capsys, monkeypatch):
     import certified.certificates.field_flow as field_flow
+    import certified.flow.command as flow_command
 
     monkeypatch.setattr(field_flow, "AUTO_REPLAY_COST", 0)  # else small files replay anyway
+    # the engine's route (widened claims), not the one-pass writer (the replay's own claims)
+    monkeypatch.setattr(flow_command, "_one_pass", lambda *a: None)
     points = write(tmp_path / "points.json", {"X": [[1.0, 0.5], [-0.5, 0.25]]})
     out, tight = tmp_path / "c.json", tmp_path / "t.json"
     args = ["--field", "vanderpol", "--points", points, "--time", "1/2"]
