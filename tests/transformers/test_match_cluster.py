@@ -67,6 +67,24 @@ def test_the_schedule_separates_the_clusters_by_a_barycentre_flow():
     assert "B" not in plan.pieces[0] and "W" not in plan.pieces[0]
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_random_measures_get_gates_the_flow_can_afford(seed):
+    # 4 measures of 8 random atoms in d = 3 (none in a hemisphere: Lemma 3.2's pull first):
+    # the expansion spreads the clusters, so the caps need gates of beta <= 1e4 (before it:
+    # up to 5e5, and the coupled flows went over the checker's replay limit); float only
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((4, 8, 3))
+    X /= np.linalg.norm(X, axis=2, keepdims=True)
+    Y = rng.standard_normal((4, 3))
+    Y /= np.linalg.norm(Y, axis=1, keepdims=True)
+    inst = parse_instance({"measures": [{"tokens": m.tolist()} for m in X],
+                           "pieces": [{"duration": 1}]})  # fmt: skip
+    plan = match_cluster.cluster_schedule(inst, Y, 1e-3)
+    assert plan.failure is None
+    assert max(abs(b) for p in plan.pieces for b in p.get("b", ())) <= 1e4
+    assert len(plan.pieces) - 1 <= 2 * 3 * 4  # switches: O(dN)
+
+
 def test_clustered_match_verified_and_checked(verified):
     code, out = verified
     assert code == 0 and check_file(out).verified
