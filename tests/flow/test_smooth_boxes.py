@@ -72,6 +72,7 @@ def split_case():
 def test_split_boxes_come_back_verified_and_contain_sampled_images(split_case):
     P, lo, hi, split, cert = split_case
     assert split.failed == {} and split.splits > 0 and len(split.trees) == 3
+    assert cert["hints"]["order"] <= 12  # box steps: order at most 12 (boxes.BOX_ORDER)
     verdict = check_certificate(json.loads(json.dumps(cert)))
     assert verdict.verified, verdict.reason
     claims = cert["claim"]["enclosures"][0]
