@@ -219,13 +219,26 @@ def _field(B: Interval, heads: list[_Head], w: Interval, sphere: bool = False):
     return X[1], level0
 
 
-def _apriori(B: Interval, heads, w, h_hi: float, sphere: bool = False) -> Interval:
+def _apriori(B: Interval, heads, w, h_hi: float, sphere: bool = False,
+             guess: tuple[np.ndarray, np.ndarray] | None = None) -> Interval:  # fmt: skip
     """A box E with B + [0, h]·f(E) ⊆ E (bounds.md#picard), found by inflation; the smaller
-    box N = B + [0, h]·f(E) is returned (valid as well).
+    box N = B + [0, h]·f(E) is returned (valid as well). ``guess``: offsets (lo, hi) of a first
+    candidate E = [B.lo + lo, B.hi + hi] (the previous step's N about its B, rescaled): tried
+    first, padded, at the cost of one field evaluation (a heuristic: only the test decides).
 
     Raises InputError when six inflations fail (the caller shortens the step).
     Guarantee: every solution from B stays in the returned box on [0, h]."""
     tau = Interval(0.0, h_hi)
+    if guess is not None:
+        edge = (B.hi + guess[1]) - (B.lo + guess[0])
+        pad = 0.1 * edge + 0.02 * float(np.max(edge))
+        E = Interval._trusted(np.nextafter(B.lo + guess[0] - pad, -np.inf),
+                              np.nextafter(B.hi + guess[1] + pad, np.inf))  # fmt: skip
+        if np.all(E.lo <= B.lo) and np.all(E.hi >= B.hi):
+            F, _ = _field(E, heads, w, sphere)
+            N = B + tau * F
+            if np.all(N.lo >= E.lo) and np.all(N.hi <= E.hi):
+                return N
     F, _ = _field(B, heads, w, sphere)
     E = B + tau * F
     for _ in range(6):
@@ -538,7 +551,12 @@ def _taylor_step(x, e, heads, w, h: flint.fmpq, terms: int, sphere: bool = False
 
     H = Interval.from_exact(fmpq_to_str(h))
     B = Interval(x) + Interval(-e, e)
-    E = _apriori(B, heads, w, float(H.hi), sphere)
+    hint = None if cache is None else cache.get("apriori")
+    guess = None if hint is None else (hint[0] * (float(H.hi) / hint[2]),
+                                       hint[1] * (float(H.hi) / hint[2]))  # fmt: skip
+    E = _apriori(B, heads, w, float(H.hi), sphere, guess)
+    if cache is not None:  # the offsets of N about B: the next step's first candidate
+        cache["apriori"] = (E.lo - B.lo, E.hi - B.hi, float(H.hi))
     # the series over E (order K: the remainder; level 0: P, x̄ over E) and through the point x
     # (orders < K: the polynomial), in one batched pass
     n = x.shape[0]
