@@ -411,8 +411,8 @@ def _match(atoms_per_flow: int, flows: int = 1, hints: dict | None = None, piece
 
 
 def transformer_match_atoms(size: int) -> bytes:  # one flow of the most atoms: its replay's cost
-    n = max(6000, min(size // 60, MAX_TOKENS // 16))  # (6,000 atoms: over the budget)
-    return json.dumps(_match(n, weight=lambda i: f"1/{n}")).encode()
+    n = max(6000, min(size // 100, MAX_TOKENS // 24))  # (6,000 atoms: over the budget)
+    return json.dumps(_match(n)).encode()  # (measures of one atom: at most 100,000 a measure)
 
 
 def transformer_match_giant_weights(size: int) -> bytes:  # coprime giant weights of one measure
@@ -549,7 +549,7 @@ VARIANTS: dict[str, tuple[Callable[[int], bytes], int]] = {
 
 
 # Built at (at least) this size in the default run: below it the variant is not over its limit
-MIN_SIZE = {"transformer_match_atoms": MB // 2}
+MIN_SIZE = {"transformer_match_atoms": MB}
 # Only in the fullscale run: files whose replays use their rule's whole budget (minutes each;
 # in the default run test_hostile_charges.py checks that budget with a small one)
 FULLSCALE_ONLY = {"transformer_match_flows"}
