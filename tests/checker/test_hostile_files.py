@@ -452,13 +452,14 @@ def transformer_match_dimension(size: int) -> bytes:  # the linear field of the 
 
 
 def transformer_match_flows(size: int) -> bytes:  # many flows, each under the budget of one
-    return json.dumps(_match(500, flows=max(3, size // 50_000))).encode()
+    flows = max(3, min(size // 50_000, MAX_TOKENS // 12_000))  # ~10,500 values a flow
+    return json.dumps(_match(500, flows=flows)).encode()
 
 
 def transformer_cluster_tokens(size: int) -> bytes:  # n tokens of R^d: a field of dimension n d
     cert = _seed("transformer_cluster.json")
     d = 4
-    n = max(150, min(10_000, size // (60 * d)))
+    n = max(150, min(10_000 // d, size // (60 * d)))  # (a field of at most 10,000 dimensions)
     flow, fc = cert["instance"]["flow"], cert["claim"]["flow"]
     nodes = [["x", k] for k in range(n * d)]
     flow["field"] = {"dimension": n * d, "parameters": [], "nodes": nodes,
