@@ -338,6 +338,30 @@ def _caught(test, **strategies) -> bool:
     return False
 
 
+def test_a_wrong_coefficient_is_caught(monkeypatch):
+    """The default run's check that the containment property can fail (the kernel mutations,
+    which recompile the numba module, are behind the ``recompile`` marker): every order-2
+    coefficient moved by a relative 1e-9, outside the rounding error, is caught."""
+    good = tk.tape_jets
+
+    def shifted(*args):
+        lo, hi, status = good(*args)
+        if lo.shape[0] > 2:
+            step = 1e-9 * np.maximum(np.abs(lo[2]), np.abs(hi[2])) + 1e-9
+            lo[2] += step
+            hi[2] += step
+        return lo, hi, status
+
+    def prop(seed):
+        _, _, _, bad = check_graph(LORENZ, LORENZ_PARAMS, seed, 4, 0.0, 1)
+        assert not bad
+
+    assert not _caught(prop, seed=st.integers(0, 2**32 - 1))
+    monkeypatch.setattr(tk, "tape_jets", shifted)
+    assert _caught(prop, seed=st.integers(0, 2**32 - 1))
+
+
+@pytest.mark.recompile  # compiles a mutated kernel module (minutes): `pytest -m recompile`
 def test_broken_mul_recurrence_is_caught(monkeypatch, broken_tape_jets):
     def prop(seed):
         _, _, _, bad = check_graph(LORENZ, LORENZ_PARAMS, seed, 4, 0.0, 1)
