@@ -356,34 +356,38 @@ def sphere_jacobian(box: Interval, level0, heads: list[_Head]) -> Interval:
     """The Jacobian of the projected field over the box as an (n d) x (n d) interval matrix
     (row i·d + α, column j·d + β; particles.md §6):
     J_ij = Π_i ∂v_i/∂x_j − δ_ij (⟨x_i, v_i⟩ I + x_i v_iᵀ) with
-    Π_i ∂v_i/∂x_j = ∂v_i/∂x_j − x_i (x_iᵀ ∂v_i/∂x_j),
-    ∂v_i/∂x_j = Σ_h P_ij (V_h + (V_h u_ij) a_iᵀ) + δ_ij V_h C_i A_h (particles.md §2).
+    ∂v_i/∂x_j = Σ_h P_ij (V_h + (V_h u_ij) a_iᵀ) + δ_ij V_h C_i A_h (particles.md §2), Π_i taken
+    inside: Π_i ∂v_i/∂x_j = Σ_h P_ij (Π_i V_h + (Π_i V_h u_ij) a_iᵀ) + δ_ij Π_i V_h C_i A_h,
+    Π_i V u = V u − x_i (x_iᵀ V u).
     Memory O(n² d²): for n d up to a few thousand.
 
     Guarantee: encloses J(x) for every x ∈ box."""
     n, d = box.shape
-    Jv, v = None, None
+    eye = Interval(np.eye(d))
+    Pi = eye.reshape(1, d, d) - box.reshape(n, d, 1) * box.reshape(n, 1, d)  # Π_i (n, d, d)
+    J, v = None, None
     for h, (P, R0) in zip(heads, level0, strict=True):
         U = box.reshape(1, n, d) - R0.reshape(n, 1, d)  # u_ij = x_j - xbar_i
         Vu = matmul(U.reshape(n * n, d), h.V.T).reshape(n, n, d)  # (i, j, alpha): V u_ij
+        s = isum(box.reshape(n, 1, d) * Vu, axis=2)  # x_i^T V u_ij
+        PiVu = Vu - box.reshape(n, 1, d) * s.reshape(n, n, 1)  # Π_i V u_ij
+        PiV = isum(Pi.reshape(n, d, d, 1) * h.V.reshape(1, 1, d, d), axis=2)  # Π_i V
         a = matmul(box, h.A.T)  # a_i = A x_i
-        key = Vu.reshape(n, n, d, 1) * a.reshape(n, 1, 1, d)  # (V u_ij) a_i^T
-        blk = P.reshape(n, n, 1, 1) * (h.V.reshape(1, 1, d, d) + key)
+        # Π_i ∂v_i/∂x_j = P_ij (Π_i V + (Π_i V u_ij) a_iᵀ) + δ_ij Π_i V C_i A
+        key = PiVu.reshape(n, n, d, 1) * a.reshape(n, 1, 1, d)
+        blk = P.reshape(n, n, 1, 1) * (PiV.reshape(n, 1, d, d) + key)
         PU = P.reshape(n, n, 1) * U  # P_ij u_ij
         C = isum(PU.reshape(n, n, d, 1) * U.reshape(n, n, 1, d), axis=1)
-        CA = isum(C.reshape(n, d, d, 1) * h.A.reshape(1, 1, d, d), axis=2)
-        VCA = isum(h.V.reshape(1, d, d, 1) * CA.reshape(n, 1, d, d), axis=2)
-        blk = _add_diagonal_blocks(blk, VCA)
-        Jv = blk if Jv is None else Jv + blk
+        CA = matmul(C.reshape(n * d, d), h.A).reshape(n, d, d)  # C_i A
+        blk = _add_diagonal_blocks(blk, isum(PiV.reshape(n, d, d, 1) * CA.reshape(n, 1, d, d),
+                                             axis=2))  # fmt: skip
+        J = blk if J is None else J + blk
         vh = matmul(R0, h.V.T)  # v_i = sum_h V_h xbar_i^h
         v = vh if v is None else v + vh
-    assert Jv is not None and v is not None
-    w = isum(box.reshape(n, 1, d, 1) * Jv, axis=2)  # (i, j, beta): x_i^T dv_i/dx_j
-    J = Jv - box.reshape(n, 1, d, 1) * w.reshape(n, n, 1, d)
+    assert J is not None and v is not None
     q = isum(box * v, axis=1)  # <x_i, v_i>
-    eye = Interval(np.eye(d)).reshape(1, d, d)
     J = _add_diagonal_blocks(
-        J, -(q.reshape(n, 1, 1) * eye + box.reshape(n, d, 1) * v.reshape(n, 1, d))
+        J, -(q.reshape(n, 1, 1) * eye.reshape(1, d, d) + box.reshape(n, d, 1) * v.reshape(n, 1, d))
     )
     return Interval._trusted(J.lo.transpose(0, 2, 1, 3).reshape(n * d, n * d),
                              J.hi.transpose(0, 2, 1, 3).reshape(n * d, n * d))  # fmt: skip
