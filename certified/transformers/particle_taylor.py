@@ -365,7 +365,7 @@ def sphere_jacobian(box: Interval, level0, heads: list[_Head]) -> Interval:
     n, d = box.shape
     eye = Interval(np.eye(d))
     Pi = eye.reshape(1, d, d) - box.reshape(n, d, 1) * box.reshape(n, 1, d)  # Π_i (n, d, d)
-    J, v = None, None
+    J, v, diag = None, None, None
     for h, (P, R0) in zip(heads, level0, strict=True):
         U = box.reshape(1, n, d) - R0.reshape(n, 1, d)  # u_ij = x_j - xbar_i
         Vu = matmul(U.reshape(n * n, d), h.V.T).reshape(n, n, d)  # (i, j, alpha): V u_ij
@@ -379,16 +379,15 @@ def sphere_jacobian(box: Interval, level0, heads: list[_Head]) -> Interval:
         PU = P.reshape(n, n, 1) * U  # P_ij u_ij
         C = isum(PU.reshape(n, n, d, 1) * U.reshape(n, n, 1, d), axis=1)
         CA = matmul(C.reshape(n * d, d), h.A).reshape(n, d, d)  # C_i A
-        blk = _add_diagonal_blocks(blk, isum(PiV.reshape(n, d, d, 1) * CA.reshape(n, 1, d, d),
-                                             axis=2))  # fmt: skip
+        PiVCA = isum(PiV.reshape(n, d, d, 1) * CA.reshape(n, 1, d, d), axis=2)  # Π_i V C_i A
+        diag = PiVCA if diag is None else diag + PiVCA
         J = blk if J is None else J + blk
         vh = matmul(R0, h.V.T)  # v_i = sum_h V_h xbar_i^h
         v = vh if v is None else v + vh
-    assert J is not None and v is not None
+    assert J is not None and v is not None and diag is not None
     q = isum(box * v, axis=1)  # <x_i, v_i>
-    J = _add_diagonal_blocks(
-        J, -(q.reshape(n, 1, 1) * eye.reshape(1, d, d) + box.reshape(n, d, 1) * v.reshape(n, 1, d))
-    )
+    xv = box.reshape(n, d, 1) * v.reshape(n, 1, d)  # x_i v_i^T
+    J = _add_diagonal_blocks(J, diag - (q.reshape(n, 1, 1) * eye.reshape(1, d, d) + xv))
     return Interval._trusted(J.lo.transpose(0, 2, 1, 3).reshape(n * d, n * d),
                              J.hi.transpose(0, 2, 1, 3).reshape(n * d, n * d))  # fmt: skip
 
@@ -430,7 +429,7 @@ def _below(Sc: np.ndarray, sigma: float) -> bool:
         return False
     if not np.all(np.isfinite(R)):
         return False
-    F = isum(sqr(Interval(R)))  # >= ||R||_F^2
+    F = isum(sqr(Interval._trusted(R, R)))  # >= ||R||_F^2 (R finite: checked above)
     bound = Interval(_gamma_up(2 * m + 2)) * F + Interval(delta) + 2.0**-900  # underflow
     return bool(float(bound.hi[()]) < c_low)
 
