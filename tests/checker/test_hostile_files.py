@@ -43,8 +43,8 @@ SLACK = 10
 
 # One worker process: reads each file, checks it in a forked child (which checks it in a child
 # of its own under the backstop's default limits, as `certified check` does) and reports the
-# wall-clock seconds and peak resident memory (ru_maxrss of wait4: the child and its
-# descendants, KiB on Linux).
+# wall-clock seconds, CPU seconds and peak resident memory (ru_maxrss of wait4: the child and
+# its descendants, KiB on Linux).
 _WORKER = r"""
 import json, os, sys, time
 import certified.checker  # loaded before the forks, as in `certified check` (limited_check)
@@ -64,7 +64,8 @@ for path in sys.argv[1:]:
     _, status, usage = os.wait4(pid, 0)
     verified, reason = json.loads(data) if data else (None, f"child status {status}")
     print(json.dumps({"path": path, "verified": verified, "reason": reason,
-                      "seconds": time.perf_counter() - t, "mib": usage.ru_maxrss / 1024}))
+                      "seconds": time.perf_counter() - t, "mib": usage.ru_maxrss / 1024,
+                      "cpu": usage.ru_utime + usage.ru_stime}))
 """
 
 
