@@ -412,7 +412,7 @@ def _match(atoms_per_flow: int, flows: int = 1, hints: dict | None = None, piece
 
 
 def transformer_match_atoms(size: int) -> bytes:  # one flow of the most atoms: its replay's cost
-    n = max(6000, min(size // 100, MAX_TOKENS // 24))  # (6,000 atoms: over the budget)
+    n = max(6000, min(size // 100, MAX_TOKENS // 24))
     return json.dumps(_match(n)).encode()  # (measures of one atom: at most 100,000 a measure)
 
 
@@ -551,7 +551,7 @@ VARIANTS: dict[str, tuple[Callable[[int], bytes], int]] = {
 
 
 # Built at (at least) this size in the default run: below it the variant is not over its limit
-MIN_SIZE = {"transformer_match_atoms": MB}
+MIN_SIZE = {"transformer_match_atoms": 2 * MB}  # (20,000 atoms: 4e9 > MAX_MATCH_OPS)
 # Only in the fullscale run: files whose replays use their rule's whole budget (minutes each;
 # in the default run test_hostile_charges.py checks that budget with a small one)
 FULLSCALE_ONLY = {"transformer_match_flows"}
