@@ -267,9 +267,9 @@ def match_measures(
             return MatchVerdict(Outcome.UNDECIDED, cplan.failure, pieces, len(pieces) - 1, d=d)
         if step_policy is None:  # steps the checker's replay accepts (match_cluster)
             from certified.flow import StepPolicy
-            from certified.transformers.match_cluster import CLUSTER_STEPS
+            from certified.transformers.match_cluster import cluster_steps
 
-            step_policy = StepPolicy(max_step=CLUSTER_STEPS[0])
+            step_policy = StepPolicy(max_step=cluster_steps(max(instance.sizes))[0])
         flows = cluster_flows(instance, pieces, step_policy=step_policy)
         sources = [(inst.problem, inst.state()) for inst, _ in flows]
         results = [res for _, res in flows]

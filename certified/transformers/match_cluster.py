@@ -35,11 +35,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CLUSTER_STEPS", "ClusterPlan", "cluster_flows", "cluster_schedule"]
+__all__ = ["CLUSTER_STEPS", "ClusterPlan", "cluster_flows", "cluster_schedule", "cluster_steps"]
 
 # the largest steps of the coupled flows, first attempt first: the checker's replay refused
-# steps of ~0.14 (time of V = I) on the clustering piece (2 x 4 and 8 x 4 atoms, d = 3)
-CLUSTER_STEPS = ("1/8", "1/16", "1/32")
+# steps of ~0.14 (time of V = I) on the clustering piece (2 x 4 and 8 x 4 atoms, d = 3), and
+# 1/8 and 1/16 with 8 atoms a measure (4 x 8, d = 3: accepted at 1/32)
+CLUSTER_STEPS = ("1/8", "1/16", "1/32", "1/64")
+
+
+def cluster_steps(atoms: int) -> tuple[str, ...]:
+    """The max_step attempts for measures of at most ``atoms`` atoms. Guarantee: none."""
+    return CLUSTER_STEPS[:3] if atoms <= 4 else CLUSTER_STEPS[2:]
+
 
 _DT = 1 / 64  # float RK4 step of the clustering simulation (time of V = I)
 _T_MAX = 60.0  # longest clustering simulated
@@ -175,7 +182,7 @@ def _cluster_and_spread(Xs: list, ws: list, Y: np.ndarray, d: int):
         return (f"clustering (theorems.md §8): a measure is not within angle {_R_MAX} after "
                 f"time {_T_MAX}")  # fmt: skip
     # V = I for time c (not V = cI for time 1: the same flow at rate 1, so that one max_step
-    # (CLUSTER_STEP) bounds the steps of the clustering and the pulls alike)
+    # (cluster_steps) bounds the steps of the clustering and the pulls alike)
     eye = [[1 if i == j else 0 for j in range(d)] for i in range(d)]
     pieces.append({"duration": str(c), "V": eye})
     Xs = [_simulate(X, w, c) for X, w in zip(Xs, ws, strict=True)]

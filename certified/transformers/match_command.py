@@ -63,12 +63,13 @@ def run(args: argparse.Namespace) -> int:
 
     # fewer atoms per flow (the checker bounds the replay cost of one flow) and shorter steps
     # when the replay refuses a step (cost and tightness only); coupled flows of clustered
-    # measures: steps bounded from the first attempt on (match_cluster.CLUSTER_STEPS)
+    # measures: steps bounded from the first attempt on (match_cluster.cluster_steps)
     attempts = ((None, 16), (StepPolicy(max_step="1/64"), 6), (StepPolicy(max_step="1/256"), 2))
     if max(instance.sizes) > 1:
-        from certified.transformers.match_cluster import CLUSTER_STEPS
+        from certified.transformers.match_cluster import cluster_steps
 
-        attempts = tuple((StepPolicy(max_step=h), 16) for h in CLUSTER_STEPS)
+        steps = cluster_steps(max(instance.sizes))
+        attempts = tuple((StepPolicy(max_step=h), 16) for h in steps)
     for policy, chunk in attempts:
         with progress.stage(f"building and certifying the schedule ({sum(instance.sizes)} atoms)"):
             verdict = match_measures(instance, targets, eps, step_policy=policy, chunk=chunk)
