@@ -110,6 +110,15 @@ def check_transformer_match_v1(instance: Any, claim: Any, hints: Any) -> str:
     for g, w in enumerate(ws):  # before the replays (cheap; coprime giants rejected at once)
         if any(not v > 0 for v in w) or _parse.exact_sum(w, f"instance.weights[{g}]") != 1:
             raise Rejected(f"instance.weights[{g}]: must be positive and sum to 1")
+    first = flows[0] if isinstance(flows[0], dict) else {}  # the claim: before the replays
+    pieces = array(first.get("pieces"), "instance.flows[0].pieces")
+    if small_integer(claim["switches"], "claim.switches", 0, 10**6) != len(pieces) - 1:
+        raise Rejected("claim.switches: not the number of pieces minus one")
+    string(claim["verdict"], "claim.verdict", ("VERIFIED",))
+    eps = exact(claim["eps"], "claim.eps")
+    bounds = vector(claim["w2_squared"], "claim.w2_squared", N)
+    if not eps > 0 or any(not b <= eps * eps for b in bounds):
+        raise Rejected("claim.eps: must be > 0 and bound every claim.w2_squared")
     final, summary, fields_of = [], "", {}
     # the flows share one replay budget, taken flow by flow before each replay (issue 11: a
     # file of many flows, each under MAX_TAYLOR_OPS, would otherwise replay for hours)
@@ -140,13 +149,6 @@ def check_transformer_match_v1(instance: Any, claim: Any, hints: Any) -> str:
         final += [row[i : i + d] for row in rows for i in range(0, width, d)]
     if len(final) != total:
         raise Rejected(f"instance.flows: {len(final)} atoms, the sizes say {total}")
-    if small_integer(claim["switches"], "claim.switches", 0, 10**6) != len(flows[0]["pieces"]) - 1:
-        raise Rejected("claim.switches: not the number of pieces minus one")
-    string(claim["verdict"], "claim.verdict", ("VERIFIED",))
-    eps = exact(claim["eps"], "claim.eps")
-    if not eps > 0:
-        raise Rejected("claim.eps: must be > 0")
-    bounds = vector(claim["w2_squared"], "claim.w2_squared", N)
     for g, up in enumerate(_w2_upper(final, ws, targets, d)):
         if not up <= bounds[g] <= eps * eps:
             raise Rejected(f"claim.w2_squared[{g}]: not an upper bound <= eps^2 of the replay")
