@@ -54,11 +54,13 @@ def _pieces(instance: Any) -> list:
 
 
 def sphere_taylor_flow(instance: Any, *, steps: int | None = None, terms: int = 16,
-                       tol: float = 1e-15, reuse: int = 1) -> list[ParticleEnclosure]:  # fmt: skip
+                       tol: float = 1e-15, reuse: int = 2) -> list[ParticleEnclosure]:  # fmt: skip
     """Certified enclosures of the tokens of every measure of ``instance`` at the schedule's
     end (measures do not interact: one flow each). Options as in
     :func:`~certified.transformers.particle_taylor.enclose_particles` (``tol`` bounds each
-    step's Lagrange remainder; the defaults aim at widths near the rounding floor).
+    step's Lagrange remainder; the defaults aim at widths near the rounding floor; ``reuse``
+    steps share one growth-rate bound, particles.md #rate-reuse: 2 is 1.6x faster than 1 at
+    n = 64, d = 8, T = 5, width 3.3e-11 instead of 1.4e-11).
 
     Raises
     ------

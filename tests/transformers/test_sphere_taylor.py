@@ -74,10 +74,12 @@ def _antipodal(beta):
 
 
 @settings(max_examples=30 if THOROUGH else 3, deadline=None)
-@given(sphere_problems())
-@example(_antipodal(10))
-def test_enclosure_contains_the_20_digit_flow(inst):
-    (enc,) = sphere_taylor_flow(parse_instance(inst))
+@given(sphere_problems(), st.sampled_from([1, 2, 3]))
+@example(_antipodal(10), 2)
+def test_enclosure_contains_the_20_digit_flow(inst, reuse):
+    """``reuse``: one growth-rate bound for several steps (particles.md #rate-reuse; the
+    default is 2)."""
+    (enc,) = sphere_taylor_flow(parse_instance(inst), reuse=reuse)
     box = enc.box()
     # 20 digits: odefun at 50 digits costs minutes per example; the reference's error (~1e-20)
     # is far below the enclosures' widths (~1e-13)
