@@ -144,14 +144,16 @@ def _cluster_time(Xs: list, ws: list, Y: np.ndarray, r_max: float) -> float | No
     return None
 
 
-def _simulate(X: np.ndarray, w: np.ndarray, c: float) -> np.ndarray:
+def _simulate(X: np.ndarray, w: np.ndarray, c: float, V: np.ndarray | None = None) -> np.ndarray:
+    """Float RK4 (steps of about _DT) of x_i' = P^perp_{x_i} V m, m = sum_j w_j x_j (B = 0), for
+    time c: self-attention clustering (V = I, the default) or a barycentre flow."""
     steps = max(1, math.ceil(c / _DT))
     h = c / steps
     for _ in range(steps):
 
         def f(Z):
-            m = w @ Z
-            return m[None, :] - (Z @ m)[:, None] * Z
+            v = w @ Z if V is None else V @ (w @ Z)
+            return v[None, :] - (Z @ v)[:, None] * Z
 
         k1 = f(X)
         k2 = f(X + h / 2 * k1)
@@ -211,23 +213,6 @@ def _cluster_and_spread(Xs: list, ws: list, Y: np.ndarray, d: int):
     return pieces, C, spread
 
 
-def _barycentre(X: np.ndarray, w: np.ndarray, V: np.ndarray) -> np.ndarray:
-    """Float RK4 of the barycentre flow x_i' = P^perp_{x_i} V m for unit time (B = 0)."""
-    h = 1 / 64
-    for _ in range(64):
-
-        def f(Z):
-            v = V @ (w @ Z)
-            return v[None, :] - (Z @ v)[:, None] * Z
-
-        k1 = f(X)
-        k2 = f(X + h / 2 * k1)
-        k3 = f(X + h / 2 * k2)
-        k4 = f(X + h * k3)
-        X = _unit(X + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4))
-    return X
-
-
 def _barycentre_candidates(Xs: list, ws: list, g: int, h: int):
     """Lemma 3.3 (theorems.md §7; §2, barycentre flow): a piece V = s a aᵀ (B = 0), under
     which every particle of measure k runs along its great circle to a at the speed
@@ -242,7 +227,7 @@ def _barycentre_candidates(Xs: list, ws: list, g: int, h: int):
                 continue
             a = _unit(a)
             V = s * np.outer(a, a)
-            yield V.tolist(), [_barycentre(X, w, V) for X, w in zip(Xs, ws, strict=True)]
+            yield V.tolist(), [_simulate(X, w, 1.0, V) for X, w in zip(Xs, ws, strict=True)]
 
 
 def cluster_schedule(instance: Any, Y: np.ndarray, eps: float, omega=None) -> ClusterPlan:
