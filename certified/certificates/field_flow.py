@@ -27,7 +27,13 @@ from certified.fields.field import PiecewiseField
 from certified.flow.options import InitialSets
 from certified.flow.result import FlowEnclosure, FlowStatus
 
-__all__ = ["AUTO_REPLAY_COST", "FieldCertificateError", "claim_widening", "field_flow_certificate"]
+__all__ = [
+    "AUTO_REPLAY_COST",
+    "FieldCertificateError",
+    "claim_widening",
+    "field_flow_certificate",
+    "replay_charge",
+]
 
 AUTO_REPLAY_COST = 10**7  # replay_cost units (~0.1 us): below, a replay for tight claims pays
 
@@ -66,6 +72,20 @@ def _outward(ball: arb) -> list[str]:
     ]
 
 
+def replay_charge(field: Any, n: int, hints: dict, precision: int | None = None) -> int:
+    """What the checker's rule taylor-lohner charges (:func:`certified.checker.lohner.replay_cost`)
+    for the certificate of a taylor-lohner result with ``hints`` from ``n`` sets at the
+    certificate's precision (``precision``, default the result's, at least 53): the number
+    :func:`field_flow_certificate` compares with the checker's limit. Guarantee: exact (the
+    checker's own formula on the same numbers)."""
+    prec = max(53, precision or hints.get("precision", 53))
+    total = sum(len(s) for s in hints["steps"])
+    orders = hints.get("jacobian_orders")
+    mean = sum(map(sum, orders)) / max(1, total) if orders else hints["jacobian_order"]
+    arithmetic = "float64" if prec == 53 and supported(field) else "arb"
+    return replay_cost(field, n, total, hints["order"], mean, prec, arithmetic)
+
+
 def field_flow_certificate(
     problem: PiecewiseField,
     sets: InitialSets,
@@ -99,16 +119,14 @@ def field_flow_certificate(
     field = problem.field.expression
     starts = [list(zip(lo, hi, strict=True)) for lo, hi in zip(sets.lo, sets.hi, strict=True)]
     times = [to_fmpq(t) for t in result.times]
-    total = sum(len(s) for s in h["steps"])
     orders = h.get("jacobian_orders")
-    mean = sum(map(sum, orders)) / max(1, total) if orders else h["jacobian_order"]
     arithmetic = "float64" if prec == 53 and supported(field) else "arb"
     boxes, apriori = None, None
     if arithmetic == "float64":  # a priori boxes rebuilt by the checker from one factor a step
         apriori = [[None] * len(s) for s in h["steps"]]
     else:
         boxes = [[_exact_boxes(B) for B in bs] for bs in h["boxes"]]
-    cost = replay_cost(field, len(starts), total, h["order"], mean, prec, arithmetic)
+    cost = replay_charge(field, len(starts), h, prec)
     if replay is None:
         replay = cost <= AUTO_REPLAY_COST
     search = arithmetic == "float64" and not replay  # the checker picks the factors
