@@ -9,12 +9,18 @@ from typing import Any
 
 import numpy as np
 
-from certified.errors import InputError
+from certified.errors import CertifiedError, InputError
 from certified.flow.options import Balls, SaveAt, StepPolicy, initial_set
 from certified.flow.result import FlowEnclosure, FlowStatus
 from certified.models import Activation, Schedule
 
-__all__ = ["enclose_flow", "flow_certificate_for", "flow_problem"]
+__all__ = [
+    "NoCertificateError",
+    "certify_flow",
+    "enclose_flow",
+    "flow_certificate_for",
+    "flow_problem",
+]
 
 _TAYLOR_METHODS = ("auto", "taylor-lohner")
 _RELU_METHODS = ("auto", "regions", "vectorised")
@@ -307,3 +313,101 @@ def flow_certificate_for(
             extra_hints=result.hints,
         )
     return None
+
+
+class NoCertificateError(CertifiedError):
+    """:func:`certify_flow` found no certificate the checker accepts. The message says why and
+    what to change; ``result`` is the flow's :class:`FlowEnclosure` (its enclosures hold when
+    its status is SUCCESS: a certificate is missing, not the enclosures)."""
+
+    def __init__(self, message: str, result: FlowEnclosure | None = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+def certify_flow(
+    field: Any, X0: Any, *, save_at: SaveAt | None = None, prec: int | None = None
+) -> tuple[FlowEnclosure, dict[str, Any]]:
+    """Certified enclosures of ``Phi_t(x)`` and a flow certificate the checker accepted: what
+    ``certified flow --out`` writes, as Python objects (nothing is written; save the
+    certificate with :func:`certified.certificates.write_certificate`).
+
+    Points of smooth fields (tanh / sigmoid schedules, expression fields, not sphere fields)
+    at 53 bits take the one pass of ``certified flow`` (:mod:`certified.flow.one_pass`): steps
+    from a float64 predictor, the claims the checker's own replay of them, the certificate's
+    bytes checked with that replay reused. Everything else (boxes, balls, sphere fields, ReLU
+    and leaky ReLU schedules, ``prec`` other than 53, ``save_at.steps``, or a pass the checker
+    refuses) takes the engine's route: :func:`enclose_flow`, then :func:`flow_certificate_for`
+    (cheap claims first, the checker's replayed claims when those are missed), each checked.
+
+    Parameters
+    ----------
+    field : Schedule, VectorField or PiecewiseField
+        As for :func:`enclose_flow`.
+    X0 : array_like, Interval or Balls
+        Initial points (N, d) (floats are their exact doubles), boxes or balls, as for
+        :func:`enclose_flow`.
+    save_at : SaveAt, optional
+        Final time (required for a VectorField) and earlier saved times (smooth fields).
+    prec : int, optional
+        Working precision in bits (default 53).
+
+    Returns
+    -------
+    (FlowEnclosure, dict)
+        The enclosures (status SUCCESS; from the one pass: the certificate's claims) and the
+        certificate, whose exact bytes (``dumps_certificate``) the checker accepted.
+
+    Raises
+    ------
+    NoCertificateError
+        The flow failed, no checker rule covers the case, or the checker rejected every
+        certificate tried (``.result``: the flow's enclosures, when computed).
+    InputError
+        Bad input, as for :func:`enclose_flow`.
+
+    Guarantee: none (the checker decides); the returned certificate was accepted by the
+    checker, and ``enclosures[k, i]`` contains ``Phi_{times[k]}(x)`` for every x in set i.
+    """
+    from certified.certificates.writer import certificate_bytes
+
+    smooth = not (isinstance(field, Schedule) and field.activation.is_piecewise_linear)
+    if smooth and (save_at is None or not save_at.steps):
+        from certified.arith.ball import check_precision
+        from certified.flow.one_pass import one_pass_applies, one_pass_certificate
+
+        problem = flow_problem(field, save_at)
+        if one_pass_applies(problem, X0, prec if prec is None else check_precision(prec)):
+            one = one_pass_certificate(problem, X0, save_at)
+            if one is not None:
+                return one
+    result = enclose_flow(field, X0, save_at=save_at, prec=prec)
+    if result.status is not FlowStatus.SUCCESS:
+        raise NoCertificateError(f"the flow failed ({result.status.value}): {result.message}",
+                                 result)  # fmt: skip
+    from certified.certificates.field_flow import FieldCertificateError
+
+    reason = "no checker rule covers this field and initial set"
+    for replay in (None, True):  # cheap claims first, then the checker's replayed claims
+        try:
+            cert = flow_certificate_for(field, X0, result, precision=prec, replay=replay)
+        except (InputError, FieldCertificateError) as exc:  # over a limit, a step refused
+            raise NoCertificateError(f"no certificate: {exc}", result) from None
+        if cert is None:
+            break
+        _, verdict = certificate_bytes(cert)
+        if verdict.verified:
+            return result, cert
+        reason = f"the checker rejected the certificate: {verdict.reason}"
+        if "resource limit" in verdict.reason or not _cheap_claims(cert, result):
+            break  # the replayed claims were rejected: nothing else to try
+    raise NoCertificateError(reason, result)
+
+
+def _cheap_claims(cert: dict[str, Any], result: FlowEnclosure) -> bool:
+    """Whether ``flow_certificate_for(..., replay=None)`` claimed widened engine enclosures
+    (rule taylor-lohner with the checker's a priori search, or relu-vectorised points), for
+    which the checker's replayed claims are still to try."""
+    plan = result.hints.get("plan")
+    vec = result.hints.get("method") == "relu-vectorised" and "form" not in (plan or {})
+    return cert["hints"].get("apriori") == "search" or vec

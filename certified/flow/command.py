@@ -489,71 +489,20 @@ def _run_field(args, t0: float, schedule=None) -> int:
 
 
 def _one_pass(args, problem, start, save_at, progress):
-    """The one-pass writer of smooth fields at 53 bits (float64 replay, points): steps and
-    orders from the float64 predictor (``taylor.float64.predict_steps``), the certificate's
-    claims taken from the checker's own replay of them, and the written bytes re-checked with
-    that replay reused (``checker.flow.reusing_replays``: the same replay on the same instance,
-    hints and times, proofs/checker_soundness.md#replay-reuse). Returns (result, certificate,
-    path) when written, None (nothing written) to take the engine's route instead.
+    """The one-pass writer of smooth fields at 53 bits (float64 replay, points;
+    :func:`certified.flow.one_pass.one_pass`): the claims are the checker's own replay of the
+    predicted steps, and the written bytes are re-checked inside the pass, reusing that replay.
+    Returns (result, certificate, path) when written, None (nothing written) to take the
+    engine's route instead.
     Guarantee: a written file holds bytes the checker accepted."""
-    import numpy as np
-
-    from certified.arith import Interval
     from certified.certificates import write_if_accepted
-    from certified.certificates.field_flow import FieldCertificateError, field_flow_certificate
-    from certified.certificates.writer import dumps_certificate
-    from certified.checker import check_bytes
-    from certified.checker.flow import reusing_replays
-    from certified.checker.lohner import supported
-    from certified.flow.options import initial_set
-    from certified.flow.result import FlowEnclosure, FlowStatus
-    from certified.flow.taylor.float64 import predict_steps
+    from certified.flow.one_pass import one_pass
 
-    if problem.field.sphere or not supported(problem.field.expression):
-        return None  # sphere fields: the engine's route checks that the points are on it
-    sets = initial_set(start, problem.dimension)
-    saves = save_at.times(problem.total_time)
-    times = tuple(str(t) for t in saves)
-    with progress.stage("choosing the steps (float64 predictor)"):
-        hints = predict_steps(problem, sets.c, saves)
-    n, d = sets.c.shape
-    zero = np.zeros((len(times), n, d))
-    draft = FlowEnclosure(times, Interval(zero, zero), FlowStatus.SUCCESS, hints=hints)
-    try:  # the claims of the draft are placeholders: its check fails, its replay is kept
-        cert = field_flow_certificate(problem, sets, draft, precision=53, replay=False)
-    except FieldCertificateError:
-        return None
-    with reusing_replays() as replays, progress.stage("replaying the steps as the checker does"):
-        check_bytes(dumps_certificate(cert).encode())
-        if not replays:
+    with one_pass(problem, start, save_at, progress) as one:
+        if one is None:
             return None
-        out = list(replays.values())[-1]
-        lo = np.array([[[_double(b.lower(), "down") for b in r] for r in o] for o in out])
-        hi = np.array([[[_double(b.upper(), "up") for b in r] for r in o] for o in out])
-        cert["claim"]["enclosures"] = _exact_rows(lo, hi)
-        path, check = write_if_accepted(args.out, cert)
-    if not check.verified:
-        return None
-    result = FlowEnclosure(times, Interval(lo, hi), FlowStatus.SUCCESS, hints=hints)
-    return result, cert, path
-
-
-def _double(ball, rnd: str) -> float:
-    """An end point of an arb (exact) rounded to a double in the direction ``rnd``."""
-    from certified.arith.exact import fmpq_to_float
-    from certified.flow.taylor._lohner_arb import arb_to_fmpq
-
-    return fmpq_to_float(arb_to_fmpq(ball), rnd)
-
-
-def _exact_rows(lo, hi) -> list:
-    from certified.certificates.flow import exact_number
-
-    return [
-        [[[exact_number(a), exact_number(b)] for a, b in zip(r1, r2, strict=True)]
-         for r1, r2 in zip(L, H, strict=True)]
-        for L, H in zip(lo.tolist(), hi.tolist(), strict=True)
-    ]  # fmt: skip
+        path, check = write_if_accepted(args.out, one[1])
+    return (*one, path) if check.verified else None
 
 
 def _wider_claims(problem, start, result, args, cert, path, check, progress):
