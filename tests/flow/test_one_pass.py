@@ -16,6 +16,8 @@ import field_reference as fref
 import mpmath
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from certified.arith import Interval
 from certified.arith.exact import to_fmpq
@@ -63,26 +65,35 @@ def _schedule_field(spec: dict, j: int, x: list) -> list:
     return [sum(w * v for w, v in zip(row, g, strict=True)) for row in W]
 
 
-def _contains_reference(spec: dict, X: np.ndarray, cert: dict) -> None:
+def _contains_reference(spec: dict, X, cert: dict) -> None:
     """Every claim contains the 50-digit Taylor reference (tests/flow/field_reference.py) of
-    the certificate's field, which first equals W s(A x + b) of the schedule at the points."""
-    inst = cert["instance"]
+    the certificate's field, which first equals W s(A x + b) of the schedule at the points
+    ``X`` (doubles or exact Fractions), the certificate's points exactly."""
+    inst, X = cert["instance"], [[Fraction(v) for v in x0] for x0 in X]
+    assert [[_q(v) for v in row] for row in inst["points"]] == X
     pieces = [(_q(p["duration"]), [_q(v) for v in p["parameters"]]) for p in inst["pieces"]]
     with mpmath.workdps(DPS + 10):
+        tol = mpmath.mpf(10) ** -DPS
         for j, (_, values) in enumerate(pieces):  # the graph is the schedule's field
             for x0 in X:
-                x = [mpmath.mpf(float(v)) for v in x0]
+                x = [_mpq(v) for v in x0]
                 got, want = fref.evaluate(inst["field"], values, x), _schedule_field(spec, j, x)
-                tol = mpmath.mpf(10) ** -DPS
                 assert all(abs(u - v) <= tol for u, v in zip(got, want, strict=True))
     times = [_q(t) for t in cert["claim"]["times"]]
     for i, x0 in enumerate(X):
-        assert [_q(v) for v in inst["points"][i]] == [Fraction(v) for v in x0]
-        refs = fref.taylor_flow(inst["field"], pieces, [Fraction(v) for v in x0], times)
+        refs = fref.taylor_flow(inst["field"], pieces, x0, times)
         for k, ref in enumerate(refs):
             lo = [_q(a) for a, _ in cert["claim"]["enclosures"][k][i]]
             hi = [_q(b) for _, b in cert["claim"]["enclosures"][k][i]]
             assert not fref.outside(lo, hi, ref), (i, k, lo, hi)
+
+
+def _claims_are_the_result(cert: dict, res) -> None:
+    for k, rows in enumerate(cert["claim"]["enclosures"]):
+        for i, row in enumerate(rows):
+            for j, (lo, hi) in enumerate(row):
+                assert _q(lo) == Fraction(res.enclosures.lo[k, i, j])
+                assert _q(hi) == Fraction(res.enclosures.hi[k, i, j])
 
 
 class _Spy:
@@ -113,11 +124,28 @@ def test_api_certificate_is_verified_and_contains_the_reference(activation, rout
     assert res.status is FlowStatus.SUCCESS and res.times == ("1/8", "1/4", "1/2")
     assert check_certificate(cert).verified  # a fresh check: no replay reused
     _contains_reference(spec, X, cert)
-    for k, rows in enumerate(cert["claim"]["enclosures"]):  # the result is the claims
-        for i, row in enumerate(rows):
-            for j, (lo, hi) in enumerate(row):
-                assert _q(lo) == Fraction(res.enclosures.lo[k, i, j])
-                assert _q(hi) == Fraction(res.enclosures.hi[k, i, j])
+    _claims_are_the_result(cert, res)
+
+
+@settings(max_examples=3 if settings.default.max_examples <= 100 else 30, deadline=None)
+@given(seed=st.integers(0, 10**6), activation=st.sampled_from(["tanh", "sigmoid"]),
+       save=st.booleans(), n=st.integers(1, 4))  # fmt: skip
+@example(seed=0, activation="tanh", save=True, n=2)
+def test_exact_points_are_certified_and_contained(seed, activation, save, n):
+    """Points that are not doubles ("p/q", read exactly): the pass certifies them exactly
+    (the predictor steps from their nearest doubles), VERIFIED by a fresh check, every claim
+    contains the reference, the result's enclosures are the claims. Thorough: 30 instances."""
+    rng = np.random.default_rng(seed)
+    X = [[Fraction(int(rng.integers(-999, 1000)), int(rng.integers(1, 1000))) for _ in range(3)]
+         for _ in range(n)]  # fmt: skip
+    spec = _spec(activation, seed=seed)
+    pts = np.array([[f"{q.numerator}/{q.denominator}" for q in row] for row in X], dtype=object)
+    save_at = SaveAt(ts=["1/3"]) if save else None
+    res, cert = api.certify_flow(Schedule.from_json(spec), pts, save_at=save_at)
+    assert cert["hints"]["apriori"] == "search" and "jacobian_orders" in cert["hints"]
+    assert check_certificate(cert).verified
+    _contains_reference(spec, X, cert)
+    _claims_are_the_result(cert, res)
 
 
 def test_api_and_cli_give_the_same_certificate(tmp_path):
