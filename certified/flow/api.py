@@ -383,8 +383,8 @@ def certify_flow(
                 return one
     result = enclose_flow(field, X0, save_at=save_at, prec=prec)
     if result.status is not FlowStatus.SUCCESS:
-        raise NoCertificateError(f"the flow failed ({result.status.value}): {result.message}",
-                                 result)  # fmt: skip
+        failed = f"the flow failed ({result.status.value}): {result.message}"
+        raise NoCertificateError(failed, result)
     from certified.certificates.field_flow import FieldCertificateError
 
     reason = "no checker rule covers this field and initial set"
