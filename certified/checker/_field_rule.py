@@ -22,7 +22,8 @@ from .lohner import MAX_TAYLOR_OPS, SUPPORTED, replay_cost, replay_flow, support
 from .taylor import ReplayError, parse_field
 
 ARITHMETIC = ("arb", "float64")  # hints.arithmetic: how the replay computes (default arb)
-SETS = ("lohner", "doubleton")  # hints.sets: x + C r (default) or x + M u + C r (#doubleton)
+SETS = ("lohner", "doubleton", "zonotope")  # hints.sets: x + C r (default), x + M u + C r
+# (#doubleton) or x + M u + G e (#zonotope, float64 only)
 OPTIONAL = ("jacobian_orders", "arithmetic", "sets", "partition")
 _REUSE: list = []  # while a writer reuses its replay: [{key: replay output}] (reusing_replays)
 
@@ -70,7 +71,7 @@ def check_field_flow(instance: Any, claim: Any, hints: Any, budget: list | None 
         hints, len(pieces), "taylor-lohner", OPTIONAL
     )
     owner, split = range(n), "partition" in hints
-    doubleton = _parse.string(hints.get("sets", "lohner"), "hints.sets", SETS) == "doubleton"
+    sets = _parse.string(hints.get("sets", "lohner"), "hints.sets", SETS)
     if split and start != "boxes":
         raise Rejected("hints.partition: only with instance.boxes")
     if split:  # boxes split into sub-boxes (exact bisection trees): the leaves are replayed
@@ -91,10 +92,13 @@ def check_field_flow(instance: Any, claim: Any, hints: Any, budget: list | None 
     if arithmetic == "float64" and (prec != 53 or not supported(field)):
         raise Rejected("hints.arithmetic: float64 needs precision 53 and a field of the "
                        f"operations {', '.join(SUPPORTED)}")  # fmt: skip
+    if sets == "zonotope" and arithmetic != "float64":
+        raise Rejected("hints.sets: zonotope sets are replayed in float64 intervals only "
+                       "(hints.arithmetic float64)")  # fmt: skip
     # per step: order-K series over every node (twice), order-m duals (d+1 parts, three
     # times), the d x d Lohner algebra; precision scales the word operations
     budget = [MAX_TAYLOR_OPS] if budget is None else budget
-    budget[0] -= replay_cost(field, n, total, K, mean, prec, arithmetic, doubleton)
+    budget[0] -= replay_cost(field, n, total, K, mean, prec, arithmetic, sets)
     if budget[0] < 0:
         raise Rejected("resource limit: the replay needs more operations than its budget")
     boxes, apriori = a_priori_hints(hints, prior, arithmetic, steps, n, d)
@@ -104,8 +108,7 @@ def check_field_flow(instance: Any, claim: Any, hints: Any, budget: list | None 
         balls = [(t, [flint.arb(v) for v in values]) for t, values in pieces]
         try:
             out = memo[key] if memo and key in memo else replay_flow(
-                field, balls, starts, steps, boxes, K, m, times, orders, arithmetic, apriori,
-                doubleton,
+                field, balls, starts, steps, boxes, K, m, times, orders, arithmetic, apriori, sets
             )  # fmt: skip
         except ReplayError as exc:
             raise Rejected(f"hints: {exc}") from None

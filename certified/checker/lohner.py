@@ -135,18 +135,20 @@ def lohner_step(field, params, S: LohnerSet, h: fmpq, box, K: int, m: int) -> Lo
 
 
 def replay_cost(field, n: int, steps: int, K: int, m: float, prec: int, arithmetic="arb",
-                doubleton: bool = False) -> int:  # fmt: skip
+                sets: str = "lohner") -> int:  # fmt: skip
     """Estimated cost of ``replay_flow`` in arb operations (about 0.1 us each; m: the mean
-    variational order; doubletons carry 2d duals), proofs/format.md section 7, cost."""
+    variational order; doubletons and zonotopes carry 2d duals, zonotopes up to 16 d
+    generators), proofs/format.md section 7, cost."""
     d = field.dimension
-    g = 2 * d if doubleton else d  # the variational duals
+    g = d if sets == "lohner" else 2 * d  # the variational duals
     if arithmetic == "float64":  # float64 intervals: numpy calls per step, cells per set
         groups, active, conv = _shape(field)
         calls = 10 * groups * (2 * K + 2 * m + 1) + 15 * min(conv, 4) * (K * K + 2 * m * m)
         cells = 15 * active * (2 * K + (g + 1) * (2 * m + 1)) + 15 * conv * (
             K * K + (g + 1) * m * m
         )
-        return int(steps * (5 * calls + n * (cells // 40 + 8 * d**3)))
+        gens = 8 * d**3 if sets == "zonotope" else 0  # J G: d x d x 16 d (measured: ~1/2 unit each)
+        return int(steps * (5 * calls + n * (cells // 40 + 8 * d**3 + gens)))
     return int(
         n * steps * (field.cost * (K * K + 3 * (g + 1) * m * m) + 20 * d**3) * (1 + prec // 256)
     )
@@ -170,7 +172,7 @@ def _shape(field) -> tuple[int, int, int]:
 
 def replay_flow(
     field, pieces, starts, steps, boxes, K: int, m: int, times, orders=None, arithmetic="arb",
-    apriori=None, doubleton=False,
+    apriori=None, sets="lohner",
 ) -> list:  # fmt: skip
     """Enclosures ``out[k][i]`` (d balls) at ``times[k]`` (ends of steps) of the flow of
     ``field`` with ``pieces`` ((duration, parameter balls)) from the boxes ``starts[i]`` (d
@@ -180,8 +182,9 @@ def replay_flow(
     whose every operation has a float64 form: :func:`~certified.checker.lohner64.supported`)
     for all sets at once in float64 intervals (:func:`~certified.checker.lohner64.replay_flow64`).
     With float64, ``boxes`` None means a priori boxes built from the factors ``apriori[j][s]``
-    (``lohner64.apriori64``; an entry None is chosen and stored). ``doubleton``: the sets are
-    doubletons (proofs/bounds.md#doubleton). Raises ReplayError naming the piece, step and set.
+    (``lohner64.apriori64``; an entry None is chosen and stored). ``sets``: "lohner",
+    "doubleton" (proofs/bounds.md#doubleton) or "zonotope" (#zonotope, float64 only).
+    Raises ReplayError naming the piece, step and set.
     Guarantee: encloses (proofs/checker_soundness.md#taylor-lohner, #float-intervals)."""
     if orders is None:
         orders = [[m] * len(s) for s in steps]
@@ -191,8 +194,11 @@ def replay_flow(
         from .lohner64 import replay_flow64  # numpy: only for this arithmetic
 
         return replay_flow64(field, pieces, starts, steps, boxes, K, orders, times, apriori,
-                             doubleton)  # fmt: skip
-    sets = [LohnerSet.box([a for a, _ in s], [b for _, b in s], doubleton) for s in starts]
+                             sets)  # fmt: skip
+    if sets == "zonotope":
+        raise ReplayError("zonotope sets are replayed in float64 intervals only")
+    dbl = sets == "doubleton"
+    sets = [LohnerSet.box([a for a, _ in s], [b for _, b in s], dbl) for s in starts]
     out, t, pending = [], fmpq(0), list(times)
     for j, (duration, params) in enumerate(pieces):
         if sum(steps[j], fmpq(0)) != duration or not all(h > 0 for h in steps[j]):

@@ -3,7 +3,9 @@
 The step of :func:`certified.checker.lohner.lohner_step` (proofs/bounds.md#lohner, #picard,
 #taylor-step, #variational), batched: a set is ``x^ + C r`` with ``x^`` (sets, d) and ``C``
 (sets, d, d) doubles (exact), ``r`` an :class:`~certified.checker.ivec.Iv` (sets, d); a doubleton
-(``hints.doubleton``) adds ``M u``, M (sets, d, d) doubles, u in the initial box's U. Matrix
+(``hints.sets``) adds ``M u``, M (sets, d, d) doubles, u in the initial box's U; a zonotope
+carries its errors as generators ``G e`` (G (sets, d, m) doubles, e in [-1, 1]^m) instead of
+``C r`` (proofs/bounds.md#zonotope). Matrix
 products are sums of ``ivec`` products taken one index at a time (no BLAS); the inverse of the
 new basis ``C'`` is enclosed by ``C'^T`` plus a Neumann bound (proofs/checker_soundness.md
 #float-intervals). Used by rule taylor-lohner at 53 bits when every operation of the field has
@@ -18,7 +20,7 @@ from .ivec import Iv, check_fpu, from_arb, from_fmpq
 from .jets64 import Program, jets64
 from .taylor import ReplayError
 
-__all__ = ["replay_flow64"]
+__all__ = ["GENERATORS", "Sets", "apriori64", "lohner_step64", "replay_flow64"]
 
 
 def _point(x: np.ndarray) -> Iv:
@@ -79,23 +81,28 @@ def _inverse(C: np.ndarray) -> Iv:
     return Iv(np.nextafter(Ct - rad, -np.inf), np.nextafter(Ct + rad, np.inf))
 
 
+GENERATORS = 16  # a zonotope keeps at most 16 d error generators (bounds.md#zonotope)
+
+
 class Sets:
-    """``centre + C r`` (and ``+ M u``, u in U, for doubletons) for n sets at once."""
+    """``centre + C r`` (and ``+ M u``, u in U, for doubletons; ``centre + M u + G e`` for
+    zonotopes, C = I and r = 0 unused) for n sets at once."""
 
-    __slots__ = ("C", "M", "U", "centre", "r")
+    __slots__ = ("C", "G", "M", "U", "centre", "r")
 
-    def __init__(self, centre: np.ndarray, C: np.ndarray, r: Iv, M=None, U=None) -> None:
-        self.centre, self.C, self.r, self.M, self.U = centre, C, r, M, U
+    def __init__(self, centre: np.ndarray, C: np.ndarray, r: Iv, M=None, U=None, G=None) -> None:
+        self.centre, self.C, self.r, self.M, self.U, self.G = centre, C, r, M, U, G
 
     @classmethod
-    def boxes(cls, starts: list[list[tuple[fmpq, fmpq]]], doubleton: bool = False) -> Sets:
+    def boxes(cls, starts: list[list[tuple[fmpq, fmpq]]], sets: str = "lohner") -> Sets:
         n, d = len(starts), len(starts[0])
         lo = from_fmpq([a for s in starts for a, _ in s]).lo.reshape(n, d)
         hi = from_fmpq([b for s in starts for _, b in s]).hi.reshape(n, d)
         centre = lo + (hi - lo) / 2  # any doubles: r absorbs the difference
         r, eye = Iv(lo, hi) - _point(centre), np.broadcast_to(np.eye(d), (n, d, d)).copy()
-        if doubleton:  # the box as M U with M = I, U fixed; r = 0 gathers the errors
-            return cls(centre, eye, Iv.zeros((n, d)), eye.copy(), r)
+        if sets != "lohner":  # the box as M U with M = I, U fixed; r = 0 (G empty): the errors
+            G = np.zeros((n, d, 0)) if sets == "zonotope" else None
+            return cls(centre, eye, Iv.zeros((n, d)), eye.copy(), r, G)
         return cls(centre, eye, r)
 
     def hull(self, with_centre: bool = False) -> Iv:
@@ -103,6 +110,9 @@ class Sets:
         out = _point(self.centre) + _matvec(self.C, r)
         if self.M is not None:
             out = out + _matvec(self.M, self.U.union_zero() if with_centre else self.U)
+        if self.G is not None and self.G.shape[2]:  # |G| 1, rounded up
+            w = Iv(np.abs(self.G), np.abs(self.G)).sum(axis=2).hi
+            out = out + Iv(-w, w)
         return out
 
 
@@ -142,7 +152,8 @@ def lohner_step64(prog: Program, params: Iv, S: Sets, h: fmpq, B: Iv, K: int, m:
     rem = var[K][:n, :, 0] if m >= K else both[K][n:, :, 0]
     inc = hb * _poly([both[k][:n, :, 0] for k in range(1, K)] + [rem], hb)
     J = _poly([var[k][n:, :, 1 : d + 1] for k in range(m)] + [var[m][:n, :, 1 : d + 1]], hb)
-    A = (J[:, :, :, None].scale(S.C[:, None, :, :])).sum(axis=2)  # J C, C exact
+    if out is not None:
+        out["L"] = L
     centre = S.centre + (inc.lo + inc.hi) / 2  # any doubles
     z = (_point(S.centre) - _point(centre)) + inc
     M = None
@@ -150,6 +161,9 @@ def lohner_step64(prog: Program, params: Iv, S: Sets, h: fmpq, B: Iv, K: int, m:
         AM = _poly([var[k][n:, :, d + 1 :] for k in range(m)] + [var[m][:n, :, d + 1 :]], hb)
         M = (AM.lo + AM.hi) / 2  # any doubles
         z = z + _imatvec(AM - _point(M), S.U)
+    if S.G is not None:  # zonotope: no basis, the errors become generators
+        return _zonotope(S, J, z, centre, M)
+    A = (J[:, :, :, None].scale(S.C[:, None, :, :])).sum(axis=2)  # J C, C exact
     Am = (A.lo + A.hi) / 2
     size = (Am * Am).sum(axis=1) * (S.r.hi - S.r.lo)  # a heuristic order only
     order = np.argsort(-size, axis=1, kind="stable")
@@ -161,9 +175,37 @@ def lohner_step64(prog: Program, params: Iv, S: Sets, h: fmpq, B: Iv, K: int, m:
         raise ReplayError(f"set {i}: the new basis C is singular")
     Ci = _inverse(C)
     r = _imatvec(_imatmul(Ci, A), S.r) + _imatvec(Ci, z)
-    if out is not None:
-        out["L"] = L
     return Sets(centre, C, r, M, S.U)
+
+
+def _zonotope(S: Sets, J: Iv, z: Iv, centre: np.ndarray, M: np.ndarray) -> Sets:
+    """The zonotope ``centre' + M' u + G' e`` after a step (proofs/bounds.md#zonotope):
+    ``N G e`` in ``G' e + (J G - G') [-1, 1]^m`` with ``G' = mid(J G)``; the step's error box
+    (``z``, the spread and rounding) recentred and appended as d new generators ``diag(w)``;
+    past GENERATORS d, those of least ``|g|_1 - |g|_inf`` are boxed into d more."""
+    n, d, m = S.G.shape
+    G = S.G
+    if m:
+        JG = (J[:, :, :, None].scale(G[:, None, :, :])).sum(axis=2)  # (n, d, m)
+        G = (JG.lo + JG.hi) / 2  # any doubles
+        s = (JG - _point(G)).mag()
+        w = Iv(s, s).sum(axis=2).hi
+        z = z + Iv(-w, w)
+    shift = (z.lo + z.hi) / 2
+    new = centre + shift  # any doubles
+    diag = np.zeros((n, d, d))
+    diag[:, np.arange(d), np.arange(d)] = ((_point(centre) + z) - _point(new)).mag()
+    G = np.concatenate([G, diag], axis=2)
+    if G.shape[2] > GENERATORS * d:
+        a = np.abs(G)
+        order = np.argsort(a.sum(axis=1) - a.max(axis=1), axis=1, kind="stable")
+        cut = G.shape[2] - GENERATORS * d + d
+        boxed = np.take_along_axis(a, order[:, None, :cut], axis=2)
+        diag[:, np.arange(d), np.arange(d)] = Iv(boxed, boxed).sum(axis=2).hi
+        kept = np.take_along_axis(G, np.sort(order[:, cut:], axis=1)[:, None, :], axis=2)
+        G = np.concatenate([kept, diag], axis=2)
+    eye = np.broadcast_to(np.eye(d), (n, d, d)).copy()
+    return Sets(new, eye, Iv.zeros((n, d)), M, S.U, G)
 
 
 def apriori64(prog: Program, params: Iv, S: Sets, hb: Iv, rho: float) -> Iv:
@@ -187,22 +229,22 @@ _RHOS = [2.0**k for k in range(-8, 7)]  # the factors the producer tries (hints.
 
 
 def replay_flow64(field, pieces, starts, steps, boxes, K: int, orders, times, apriori,
-                  doubleton: bool = False) -> list:  # fmt: skip
+                  sets: str = "lohner") -> list:  # fmt: skip
     """As :func:`certified.checker.lohner.replay_flow`, for all sets at once in float64
     intervals; the enclosures are returned as arb balls. The a priori boxes are ``boxes`` or,
     when it is None, built from ``apriori[j][s]`` (:func:`apriori64`); an entry None is chosen
-    (the smallest factor of ``_RHOS`` from the last one on that passes) and stored; with
-    ``doubleton`` the sets are doubletons (proofs/bounds.md#doubleton). Raises
+    (the smallest factor of ``_RHOS`` from the last one on that passes) and stored; ``sets``
+    "lohner", "doubleton" or "zonotope" (proofs/bounds.md#lohner, #doubleton, #zonotope). Raises
     ReplayError naming the piece, step and set.
     Guarantee: encloses (proofs/checker_soundness.md#float-intervals)."""
     check_fpu()
     with np.errstate(all="ignore"):  # non-finite values are rejected by the checks, not warned
-        return _replay(field, pieces, starts, steps, boxes, K, orders, times, apriori, doubleton)
+        return _replay(field, pieces, starts, steps, boxes, K, orders, times, apriori, sets)
 
 
-def _replay(field, pieces, starts, steps, boxes, K: int, orders, times, apriori, dbl) -> list:
+def _replay(field, pieces, starts, steps, boxes, K: int, orders, times, apriori, kind) -> list:
     prog = Program(field)
-    S = Sets.boxes(starts, dbl)
+    S = Sets.boxes(starts, kind)
     fails = [MAX_FAILED_TRIES + sum(len(s) for s in steps) // 4]  # failed tries left (search)
     n, d = S.centre.shape
     out, t, pending = [], fmpq(0), list(times)

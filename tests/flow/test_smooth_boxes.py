@@ -122,6 +122,9 @@ def test_tampered_partition_is_rejected(split_case):
         assert not verdict.verified and why in verdict.reason, (fn.__name__, verdict.reason)
     verdict = _tampered(cert, lambda h: h.update(sets="tripleton"))
     assert not verdict.verified and "hints.sets" in verdict.reason
+    assert cert["hints"]["sets"] == "zonotope"
+    verdict = _tampered(cert, lambda h: h.update(arithmetic="arb"))
+    assert not verdict.verified and "float64 intervals only" in verdict.reason
 
 
 def test_a_failing_box_is_named_while_the_others_come_back():
@@ -173,33 +176,36 @@ def _q(a: arb) -> fmpq:
 @settings(max_examples=_DEFAULT // 20 if _DEFAULT >= 1000 else 2, deadline=None,
           suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
 @given(st.sampled_from(["tanh", "sigmoid"]), st.integers(0, 10**6),
-       st.sampled_from([1e-6, 1e-2, 0.1]), st.sampled_from([True, False]))  # fmt: skip
-@example("tanh", 4, 0.1, True)  # the arb doubleton step, a wide box
-@example("sigmoid", 7, 1e-2, False)  # the float64 replay
-def test_doubleton_replays_contain_the_reference(act, seed, side, arb_path):
+       st.sampled_from([1e-6, 1e-2, 0.1]), st.sampled_from(["arb", "doubleton", "zonotope"]))  # fmt: skip
+@example("tanh", 4, 0.1, "arb")  # the arb doubleton step, a wide box
+@example("sigmoid", 7, 1e-2, "doubleton")  # the float64 replay
+@example("tanh", 4, 0.1, "zonotope")  # float64 zonotope: 64 generators boxed down to 32
+def test_box_replays_contain_the_reference(act, seed, side, path):
     """The checker's doubleton replay (arb step, or the float64 replay with the factors it
-    picks) of a small box contains the 50-digit images of its corners and samples. CI: the two
-    pinned examples and two drawn; the thorough profile draws 100 (every activation, side and
-    path many times over)."""
+    picks) and its zonotope replay (float64, steps of 1/64: the generators pass 16 d and are
+    reduced) of a small box contain the 50-digit images of its corners and samples. CI: the
+    three pinned examples and two drawn; the thorough profile draws 100 (every activation, side
+    and path many times over)."""
     spec = _spec(act, 2, seed, pieces=2, duration="1/4")
     P = neural_field(Schedule.from_json(spec))
     c = np.random.default_rng(seed).uniform(-1, 1, 2)
     lo, hi = c - side / 2, c + side / 2
     start = [list(zip(to_fmpq_array(lo, "lo"), to_fmpq_array(hi, "hi"), strict=True))]
-    steps = [[fmpq(1, 16)] * 4 for _ in P.pieces]
+    per = 16 if path == "zonotope" else 4
+    steps = [[fmpq(1, 4 * per)] * per for _ in P.pieces]
     field = P.field.expression
     with ctx.workprec(53):
         pieces = [(p.duration, [arb(v) for v in p.values]) for p in P.pieces]
-        if arb_path:
+        if path == "arb":
             S = LohnerSet.box(*map(list, zip(*start[0], strict=True)), doubleton=True)
             for _, params in pieces:
                 for h in steps[0]:
                     S = lohner_step(field, params, S, h, _arb_apriori(field, params, S, h), 12, 6)
             out = S.hull()
         else:
-            apriori = [[None] * 4 for _ in pieces]
+            apriori = [[None] * per for _ in pieces]
             out = replay_flow(field, pieces, start, steps, None, 12, 6, [P.total_time], None,
-                              "float64", apriori, True)[0][0]  # fmt: skip
+                              "float64", apriori, path)[0][0]  # fmt: skip
         e_lo = np.array([float(arb(b.lower()).lower()) for b in out])
         e_hi = np.array([float(arb(b.upper()).upper()) for b in out])
     assert _contains(P, lo, hi, e_lo, e_hi, 24, seed) == []
@@ -216,12 +222,31 @@ def test_doubleton_is_tighter_than_lohner_sets_for_boxes():
     widths = {}
     with ctx.workprec(53):
         pieces = [(p.duration, [arb(v) for v in p.values]) for p in P.pieces]
-        for dbl in (False, True):
+        for sets in ("lohner", "doubleton"):
             out = replay_flow(P.field.expression, pieces, start, steps, None, 12, 6,
                               [P.total_time], None, "float64", [[None] * 4 for _ in pieces],
-                              dbl)[0][0]  # fmt: skip
-            widths[dbl] = max(float(2 * b.rad()) for b in out)
-    assert widths[True] < widths[False] / 2, widths
+                              sets)[0][0]  # fmt: skip
+            widths[sets] = max(float(2 * b.rad()) for b in out)
+    assert widths["doubleton"] < widths["lohner"] / 2, widths
+
+
+def test_zonotope_is_tighter_than_the_doubleton_at_the_users_size(monkeypatch):
+    """Issue 18's instance (d = 8, eight pieces of 1/2, tanh), three boxes of side 0.01, no
+    splits: the doubleton's error part C r is wrapped at every step (1.2-1.3x) and feeds the
+    spread of J, one box fails and the others are 5.4x and 19.5x their linear part; the
+    zonotope's error generators are carried by point matrices: all three within 1.5x."""
+    from certified.flow.bench_certificates import instance
+    from certified.flow.taylor import boxes
+
+    spec, X = instance("tanh", 0, 3)
+    P = neural_field(Schedule.from_json(spec))
+    lo, hi = X - 0.005, X + 0.005
+    ratios = {}
+    for kind in ("doubleton", "zonotope"):
+        monkeypatch.setattr(boxes, "SETS", kind)
+        split = split_smooth_boxes(P, lo, hi, max_splits=0)
+        ratios[kind] = [split.ratio(i) if i in split.trees else np.inf for i in range(3)]
+    assert max(ratios["zonotope"]) < 1.5 and min(ratios["doubleton"]) > 3, ratios
 
 
 def test_cli_boxes_verified_and_bad_budget_refused(tmp_path, capsys):

@@ -1,36 +1,35 @@
-"""Boxes of smooth flows (tanh, sigmoid, any expression field) as doubletons, split adaptively
+"""Boxes of smooth flows (tanh, sigmoid, any expression field) as zonotopes, split adaptively
 (issue 18 item 3, smooth side).
 
-A box is carried as the doubleton ``x^ + M u + C r`` (proofs/bounds.md#doubleton): u ranges over
-the initial box's radii and never changes, M follows ``DPhi`` at the centre, and only the
-errors of each step (the spread of the variational enclosure J over the set, the Taylor
-remainder) go into the QR-Lohner part ``C r``. The image of the box itself is therefore not
-wrapped: in the linear regime the hull is within ~1.2x of the true image's, where the plain
-Lohner set ``x^ + C r`` is ~5x (issue 18, tanh, d = 8, T = 4). What remains is the mean value
-form's error, quadratic in the box's width; where it makes a sub-box's enclosure wider than
-``ratio`` times its linear part ``|M| rad(U)``, the sub-box is bisected (across the input axis
-that contributes most to the image) while the budget ``max_splits`` lasts, worst first.
+A box is carried as the zonotope ``x^ + M u + G e`` (proofs/bounds.md#zonotope): u ranges over
+the initial box's radii and never changes, M follows ``DPhi`` at the centre, and the errors of
+each step (the spread of the variational enclosure J over the set, the Taylor remainder) become
+d new generators of G, carried by point matrices afterwards (at most 16 d, the smallest boxed).
+Neither the image of the box nor the errors are wrapped step by step: in the linear regime the
+hull is within ~1.2x of the true image's. What remains is the mean value form's error, quadratic
+in the box's width; where it makes a sub-box's enclosure wider than ``ratio`` times its linear
+part ``|M| rad(U)``, the sub-box is bisected (across the input axis that contributes most to the
+image) while the budget ``max_splits`` lasts, worst first.
 
 Untrusted: the steps come from the engine run on the centres, each sub-box is advanced by the
 checker's own float64 step (:func:`certified.checker.lohner64.lohner_step64`), and the claims
 are the checker's replay of the final sub-boxes; the certificate carries ``hints.partition``
-(certified/checker/_partition.py) and ``hints.sets`` "doubleton". A box whose sub-boxes still fail
-(the a priori enclosure or the new basis), or is still over TOO_WIDE times its linear part
-when the budget is spent, is named with the failing sub-box and the reason, and left out of
-the certificate; the others come back.
+(certified/checker/_partition.py) and ``hints.sets`` "zonotope". A box whose sub-boxes still
+fail (the a priori enclosure), or is still over TOO_WIDE times its linear part when the budget
+is spent, is named with the failing sub-box and the reason, and left out of the certificate;
+the others come back.
 
-Reach (issue 18's instance, d = 8, T = 4, measured): tanh boxes of side 0.005 and sigmoid up to
-0.05 come back; side 0.1 does not, at any budget the checker's replay allows. Two causes, both
-of first-order sets: (i) the spread term ``(J M - M') U`` overestimates the true second-order
-term ``D^2 Phi_h (M u, M u) / 2`` about 30x (the spread of J over the whole hull X: the mean
-value's 2x on each side, absolute values over the input axes and over the neurons): at side
-0.1 after the first piece 0.09 against a true 0.003; (ii) the error part ``C r`` grows by
-the row sums of ``|Q^T J C|`` (1.2-1.3 per step of 3/64, a factor 2-3 per piece) where the
-flow's own growth is about 1, and the error feeds the hull X, so past about its linear part it
-grows without bound. A parallelepiped basis (C' = mid(J C)) removes (ii)'s wrapping but not the
-feedback (measured: no better). Side 0.1 needs second-order sets (``x^ + M u + Q(u, u)/2 + C r``,
-the curvature a point tensor, the error third order: an enclosure of D^2 Phi_h over X in the
-checker, not available in its jets), or sub-boxes of side about 0.005 (20^8 of them).
+Reach (issue 18's instance, d = 8, T = 4, README for the measured table): the doubleton sets
+before (``x^ + M u + C r``, hints.sets "doubleton", still checked) lost tanh boxes above side
+0.005-0.01 because their error part C r was wrapped at every step by the row sums of
+``|Q^T J C|`` (1.2-1.3 per step of 3/64, a factor 2-3 per piece, where the flow's own growth is
+about 1) and fed the hull X and the spread of J in turn. What limits the zonotope is the first-
+order spread term ``(J M - M') U``: it overestimates the true second-order term
+``D^2 Phi_h (M u, M u) / 2`` about 30x (the spread of J over the whole hull X: the mean value's
+2x on each side, absolute values over the input axes and over the neurons), quadratic in the
+side, so past side about 0.03 (tanh) the sub-boxes multiply. Second-order sets
+(``x^ + M u + Q(u, u)/2 + G e``, the curvature a point tensor, the error third order: an
+enclosure of D^2 Phi_h over X in the checker's jets, not available there) are the next step.
 """
 
 from __future__ import annotations
@@ -58,6 +57,7 @@ BOX_ORDER = 12  # the Taylor order of box steps at most (the engine's at the cen
 # 20, 12, 10 give the same widths to 6 digits, order 12 a third less time)
 JACOBIAN_ORDER = 6  # the variational order of every step (below 6 its remainder over the a priori
 # box dominates the spread of J on the issue-18 tanh boxes; above, no gain)
+SETS = "zonotope"  # hints.sets of box certificates (proofs/bounds.md#zonotope)
 RATIO = 1.5  # split a sub-box whose width exceeds RATIO times its linear part's
 TOO_WIDE = 100.0  # after the budget, a sub-box over TOO_WIDE times its linear part fails its box
 
@@ -126,7 +126,7 @@ class _PlanError(Exception):
 
 
 def _advance(problem, leaves: list[_Leaf], steps, K: int) -> None:
-    """Advance the leaves by the checker's float64 doubleton step; a leaf whose step fails at
+    """Advance the leaves by the checker's float64 zonotope step; a leaf whose step fails at
     every a priori factor (or whose basis is singular) gets ``why`` and no enclosure."""
     from flint import arb, fmpq
 
@@ -143,7 +143,7 @@ def _advance(problem, leaves: list[_Leaf], steps, K: int) -> None:
     starts = [[(to_fmpq(a), to_fmpq(b)) for a, b in zip(x.lo, x.hi, strict=True)] for x in leaves]
     alive = np.arange(len(leaves))
     with precision(53), np.errstate(all="ignore"):
-        S = Sets.boxes(starts, doubleton=True)
+        S = Sets.boxes(starts, SETS)
         for j, piece in enumerate(problem.pieces):
             P = from_arb([arb(v) for v in piece.values])
             for s, h in enumerate(steps[j]):
@@ -203,12 +203,12 @@ def _apriori(prog, P, S, hb, apriori64, jets64):
 
 def _most_leaves(problem, steps, K: int) -> int:
     """The most sets whose replay stays within the checker's limit (rule taylor-lohner's cost,
-    doubletons, the float64 replay): the producer's budget before any work."""
+    zonotopes, the float64 replay): the producer's budget before any work."""
     from certified.checker.lohner import MAX_TAYLOR_OPS, replay_cost
 
     field, total = problem.field.expression, sum(len(s) for s in steps)
-    one = replay_cost(field, 1, total, K, JACOBIAN_ORDER, 53, "float64", True)
-    per = replay_cost(field, 2, total, K, JACOBIAN_ORDER, 53, "float64", True) - one
+    one = replay_cost(field, 1, total, K, JACOBIAN_ORDER, 53, "float64", SETS)
+    per = replay_cost(field, 2, total, K, JACOBIAN_ORDER, 53, "float64", SETS) - one
     return max(1, int((MAX_TAYLOR_OPS - one) / max(per, 1)))
 
 
@@ -219,7 +219,8 @@ def _subset(S, keep):
         return None if x is None else Iv(x.lo[keep], x.hi[keep])
 
     M = None if S.M is None else S.M[keep]
-    return type(S)(S.centre[keep], S.C[keep], sub(S.r), M, sub(S.U))
+    G = None if S.G is None else S.G[keep]
+    return type(S)(S.centre[keep], S.C[keep], sub(S.r), M, sub(S.U), G)
 
 
 def _width(leaf: _Leaf) -> float:
@@ -268,7 +269,7 @@ def split_smooth_boxes(
     of ``problem`` (a PiecewiseField), split as the module docstring says.
 
     Guarantee: none for the splitting (untrusted); each enclosure is the checker's float64
-    doubleton step applied to its leaf (so it contains the leaf's image), and the leaves of each
+    zonotope step applied to its leaf (so it contains the leaf's image), and the leaves of each
     tree cover its box exactly (cuts at doubles strictly inside), as the checker verifies.
     """
     lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
@@ -345,7 +346,7 @@ def box_hulls(split: SmoothBoxes) -> dict:
 
 
 def smooth_box_certificate(problem, lo: np.ndarray, hi: np.ndarray, split: SmoothBoxes) -> dict:
-    """A flow certificate (rule taylor-lohner, doubleton sets, ``hints.partition``) of the
+    """A flow certificate (rule taylor-lohner, zonotope sets, ``hints.partition``) of the
     input boxes that came back (``split.trees``); the claims are the checker's float64 replay of
     their leaves, each input box claiming the hull of its leaves' balls, rounded outward.
 
@@ -372,7 +373,7 @@ def smooth_box_certificate(problem, lo: np.ndarray, hi: np.ndarray, split: Smoot
         try:
             out = replay_flow(problem.field.expression, pieces, starts, split.steps, None,
                               split.order, JACOBIAN_ORDER, [T], None, "float64", apriori,
-                              True)[0]  # fmt: skip
+                              SETS)[0]  # fmt: skip
         except ReplayError as exc:
             raise FieldCertificateError(f"the checker's replay rejects a sub-box ({exc})") from None
         owner = split.owner[sel]
@@ -406,14 +407,14 @@ def smooth_box_certificate(problem, lo: np.ndarray, hi: np.ndarray, split: Smoot
             ],
             "arithmetic": "float64",
             "apriori": [[exact_number(a) for a in row] for row in apriori],
-            "sets": "doubleton",
+            "sets": SETS,
             "partition": trees,
         },
     }
 
 
 def run_smooth_boxes(args, problem, start, n: int, source, t0: float) -> int:
-    """``certified flow`` on boxes of a smooth field at 53 bits: doubletons, split under
+    """``certified flow`` on boxes of a smooth field at 53 bits: zonotopes, split under
     ``--max-splits``; enclosures of every box that comes back (the hull of its sub-boxes'), the
     failing ones named with their sub-box and reason; with ``--out``, a certificate of the boxes
     that came back (VERIFIED only when all did and the checker accepts it). Exit 0 on VERIFIED."""
@@ -430,7 +431,7 @@ def run_smooth_boxes(args, problem, start, n: int, source, t0: float) -> int:
     budget = DEFAULT_MAX_SPLITS if args.max_splits is None else args.max_splits
     lo, hi = start.lo.astype(float), start.hi.astype(float)
     progress = Progress("flow")
-    with progress.stage(f"enclosing the flow of {n} boxes (doubletons, at most {budget} splits)"):
+    with progress.stage(f"enclosing the flow of {n} boxes (zonotopes, at most {budget} splits)"):
         try:
             split = split_smooth_boxes(problem, lo, hi, max_splits=budget)
         except _PlanError as exc:
