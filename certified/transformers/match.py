@@ -36,6 +36,7 @@ import numpy as np
 from certified.arith.exact import to_fmpq
 from certified.errors import InputError, ShapeError
 from certified.transformers.instance import TransformerInstance, parse_instance
+from certified.transformers.match_cost import ReplayForecast, match_budget
 from certified.verdict import Outcome
 
 __all__ = [
@@ -258,8 +259,9 @@ def match_measures(
     Yf = _float(Y)
     Yf /= np.linalg.norm(Yf, axis=1, keepdims=True)
     eps_f = float(eps.p) / float(eps.q)
-    if max(instance.sizes) > 1:
-        from certified.transformers.match_cluster import cluster_flows, cluster_schedule
+    coupled = max(instance.sizes) > 1
+    if coupled:
+        from certified.transformers.match_cluster import cluster_schedule, measure_instances
 
         cplan = cluster_schedule(instance, Yf, eps_f, targets.omega)
         pieces = cplan.pieces or [{"duration": 1}]
@@ -270,9 +272,10 @@ def match_measures(
             from certified.transformers.match_cluster import cluster_steps
 
             step_policy = StepPolicy(max_step=cluster_steps(max(instance.sizes))[0])
-        flows = cluster_flows(instance, pieces, step_policy=step_policy)
-        sources = [(inst.problem, inst.state()) for inst, _ in flows]
-        results = [res for _, res in flows]
+        insts = measure_instances(instance, pieces)
+        flows = [(m.problem, m.state(), f"measures[{g}]", n)
+                 for g, (m, n) in enumerate(zip(insts, instance.sizes, strict=True))]  # fmt: skip
+        phases = list(cplan.phases)
     else:
         X = np.concatenate(instance.measures)
         Xf = _float(X)
@@ -281,17 +284,32 @@ def match_measures(
         pieces, failure = _atom_schedule(Xf, dest, Yf, eps_f, d)
         if failure is not None:
             return MatchVerdict(Outcome.UNDECIDED, failure, pieces, len(pieces) - 1, d=d)
-        from certified.flow import SaveAt, enclose_flow
-
         one = _one_token_problem(pieces, d)
-        sources, results = [], []
-        for start in range(0, len(X), chunk):
-            sources.append((one, X[start : start + chunk]))
-            results.append(enclose_flow(one, sources[-1][1], save_at=SaveAt(one.total_time),
-                                        step_policy=step_policy))  # fmt: skip
-            if results[-1].status.name != "SUCCESS":
-                break
+        flows = [(one, X[s : s + chunk], f"atoms {s}-{min(s + chunk, len(X)) - 1}",
+                  len(X[s : s + chunk])) for s in range(0, len(X), chunk)]  # fmt: skip
+        phases = [f"steering round {r + 1}" for r in range(len(pieces))]
     switches = len(pieces) - 1
+    # the checker's charge of the certificate, forecast before any flow (match_cost): from the
+    # fewest steps at once, then from the first flow's steps predicted in float64
+    forecast = ReplayForecast(flows, phases, step_policy, match_budget(), coupled)
+    refusal = forecast.refusal("the fewest steps")
+    if refusal is None:
+        forecast.refine(0)
+        refusal = forecast.refusal("the first flow's steps predicted in float64")
+    if refusal is not None:
+        return MatchVerdict(Outcome.UNDECIDED, refusal, pieces, switches, d=d)
+    from certified.flow import SaveAt, enclose_flow
+
+    sources, results = [], []
+    for k, (problem, points, _, _) in enumerate(flows):
+        sources.append((problem, points))
+        results.append(enclose_flow(problem, points, save_at=SaveAt(problem.total_time),
+                                    step_policy=step_policy))  # fmt: skip
+        if results[-1].status.name != "SUCCESS":
+            break
+        refusal = forecast.after(k, results[-1])
+        if refusal is not None:
+            return MatchVerdict(Outcome.UNDECIDED, refusal, pieces, switches, d=d)
     if results[-1].status.name != "SUCCESS":
         return MatchVerdict(Outcome.UNDECIDED, f"the flow was not certified: "
                             f"{results[-1].message}", pieces, switches, d=d)  # fmt: skip

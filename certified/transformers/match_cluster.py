@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CLUSTER_STEPS", "ClusterPlan", "cluster_flows", "cluster_schedule", "cluster_steps"]
+__all__ = ["CLUSTER_STEPS", "ClusterPlan", "cluster_schedule", "cluster_steps", "measure_instances"]
 
 # the largest steps of the coupled flows, first attempt first: the checker's replay refused
 # steps of ~0.14 (time of V = I) on the clustering piece (2 x 4 and 8 x 4 atoms, d = 3), and
@@ -59,7 +59,8 @@ _SPREAD_TO = 2.0  # the expansion's farthest atom from the centres' mean directi
 @dataclass(frozen=True)
 class ClusterPlan:
     """Pieces (instance JSON), the simulated cluster centres, their angular radius, the number
-    of steering rounds, and the failure (lemma and where) or None.
+    of steering rounds, the failure (lemma and where) or None, and the phase of each piece
+    (steps 1-4 of the module docstring; the replay forecast names them).
 
     Guarantee: none (heuristic)."""
 
@@ -67,6 +68,7 @@ class ClusterPlan:
     centres: np.ndarray | None
     radius: float
     failure: str | None
+    phases: tuple[str, ...] = ()
 
 
 def _unit(X: np.ndarray) -> np.ndarray:
@@ -240,6 +242,7 @@ def cluster_schedule(instance: Any, Y: np.ndarray, eps: float, omega=None) -> Cl
     Xs = [_float_rows(X) for X in instance.measures]
     ws = [_weights(m, X.shape[0]) for m, X in zip(instance.masses, Xs, strict=True)]
     pieces: list[dict] = []
+    phases: list[str] = []
     if not all(_hemisphere(X, w) for X, w in zip(Xs, ws, strict=True)):
         z = _pole(np.concatenate(Xs), omega)
         s_min = float(min(np.min(X @ z) for X in Xs))
@@ -250,6 +253,7 @@ def cluster_schedule(instance: Any, Y: np.ndarray, eps: float, omega=None) -> Cl
         k = math.ceil(k * 64) / 64
         pieces.append({"duration": 1, "W": [[2 * k * v] for v in z.tolist()],
                        "U": [[0.0] * d], "b": [0.0], "activation": "sigmoid"})  # fmt: skip
+        phases.append("Lemma 3.2 pull")
         Xs = [_pull(X, z, k) for X in Xs]
     stage = _cluster_and_spread(Xs, ws, Y, d)
     if isinstance(stage, tuple) and len(stage) == 2:  # clusters too close for the caps
@@ -258,6 +262,7 @@ def cluster_schedule(instance: Any, Y: np.ndarray, eps: float, omega=None) -> Cl
             better = _cluster_and_spread(Xb, ws, Y, d)
             if isinstance(better, tuple) and len(better) == 3:
                 pieces.append({"duration": 1, "V": V})
+                phases.append("barycentre flow (Lemma 3.3)")
                 stage = better
                 break
     if isinstance(stage, str):
@@ -269,20 +274,20 @@ def cluster_schedule(instance: Any, Y: np.ndarray, eps: float, omega=None) -> Cl
             "caps, also after each barycentre flow V = s a a^T tried (Lemma 3.3)"))  # fmt: skip
     more, C, spread = stage
     pieces += more
+    phases += ["self-attention clustering", "expansion"][: len(more)]
     N = len(Xs)
     plan = plan_steering(C, np.arange(N), Y, radius=min(0.1 * eps, 0.1), spread=spread)
     if plan.failure is not None:
         return ClusterPlan(pieces, C, spread, f"Prop 4.2 (corridor steering): {plan.failure}")
-    return ClusterPlan(pieces + _pieces(plan.rounds, d), C, spread, None)
+    phases += [f"steering round {r + 1}" for r in range(len(plan.rounds))]
+    return ClusterPlan(pieces + _pieces(plan.rounds, d), C, spread, None, tuple(phases))
 
 
-def cluster_flows(instance: Any, pieces: list, *, step_policy: Any = None) -> list:
-    """For every measure g: (its one-measure instance with the schedule, the certified flow of
-    its coupled state). Stops at the first flow that is not certified (its result last).
-
-    Guarantee: as :func:`certified.transformers.flow.transformer_flow`."""
+def measure_instances(instance: Any, pieces: list) -> list:
+    """For every measure g: its one-measure instance with the schedule ``pieces`` (B = 0 and
+    the masses as softmax weights: ``"normalisation": "mean"``), whose coupled state's flow
+    :mod:`certified.transformers.match` certifies. Guarantee: exact (the measure's atoms)."""
     from certified.arith.exact import fmpq_to_str
-    from certified.transformers.flow import transformer_flow
     from certified.transformers.instance import parse_instance
 
     out = []
@@ -294,9 +299,5 @@ def cluster_flows(instance: Any, pieces: list, *, step_policy: Any = None) -> li
         }
         if m is not None:
             obj["weights"] = [fmpq_to_str(q) for q in m]
-        inst = parse_instance(obj)
-        res = transformer_flow(inst, step_policy=step_policy)
-        out.append((inst, res))
-        if res.status.name != "SUCCESS":
-            break
+        out.append(parse_instance(obj))
     return out

@@ -97,6 +97,37 @@ def test_clustered_match_verified_and_checked(verified):
         assert to_fmpq(b) <= flint.fmpq(1, 10**4)
 
 
+def test_the_replay_forecast_is_near_the_checkers_charge(verified):
+    # match_cost's forecasts (the fewest steps at the engine's largest variational order; the
+    # steps and orders predicted in float64) against what the checker charges each flow of the
+    # certificate (its steps, its mean order); measured ratios: proofs/transformers.md §6c
+    from certified.certificates.field_flow import replay_charge
+    from certified.flow import StepPolicy
+    from certified.transformers.match_cost import ReplayForecast, match_budget
+
+    cert = json.loads(verified[1].read_text())
+    inst = parse_instance({**MEASURES, "pieces": [{"duration": 1}]})
+    plan = _schedule()
+    insts = match_cluster.measure_instances(inst, plan.pieces)
+
+    def exact(pieces):
+        return [(to_fmpq(p["duration"]), [to_fmpq(v) for v in p["parameters"]]) for p in pieces]
+
+    mine = [exact(m.problem.to_json()["pieces"]) for m in insts]
+    assert mine == [exact(f["pieces"]) for f in cert["instance"]["flows"]]  # the same schedule
+    h = match_cluster.cluster_steps(2)[0]
+    steps = [to_fmpq(s) for f in cert["hints"]["flows"] for piece in f["steps"] for s in piece]
+    assert max(steps) <= to_fmpq(h)  # certified at the first attempt's largest step
+    flows = [(m.problem, m.state(), f"measures[{g}]", n)
+             for g, (m, n) in enumerate(zip(insts, [2, 1], strict=True))]  # fmt: skip
+    fc = ReplayForecast(flows, list(plan.phases), StepPolicy(max_step=h), match_budget(), True)
+    for k, ((problem, *_), hints) in enumerate(zip(flows, cert["hints"]["flows"], strict=True)):
+        charge = replay_charge(problem.field.expression, 1, hints)
+        fc.refine(k)
+        assert 0.4 <= fc.fewest[k][-1] / charge <= 1.0
+        assert 0.6 <= fc.better[k][-1] / charge <= 1.5
+
+
 def _point(k, c):
     return lambda cert: cert["instance"]["flows"][k]["points"][0].__setitem__(c, "1/3")
 
