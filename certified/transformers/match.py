@@ -289,13 +289,9 @@ def match_measures(
                   len(X[s : s + chunk])) for s in range(0, len(X), chunk)]  # fmt: skip
         phases = [f"steering round {r + 1}" for r in range(len(pieces))]
     switches = len(pieces) - 1
-    # the checker's charge of the certificate, forecast before any flow (match_cost): from the
-    # fewest steps at once, then from the first flow's steps predicted in float64
+    # the checker's charge of the certificate, forecast before any flow (match_cost)
     forecast = ReplayForecast(flows, phases, step_policy, match_budget(), coupled)
-    refusal = forecast.refusal("the fewest steps")
-    if refusal is None:
-        forecast.refine(0)
-        refusal = forecast.refusal("the first flow's steps predicted in float64")
+    refusal = forecast.before()
     if refusal is not None:
         return MatchVerdict(Outcome.UNDECIDED, refusal, pieces, switches, d=d)
     from certified.flow import SaveAt, enclose_flow

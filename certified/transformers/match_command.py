@@ -5,7 +5,9 @@ Theorem 1.1 of arXiv 2411.04551 on the measures of F (``"measures"`` or ``"token
 VERIFIED: the construction's schedule is certified and every measure is within W_2 <= eps of
 its target; the ``transformer-match`` certificate, re-checked by the checker first, is written
 (exit 0). UNDECIDED: the reason names the lemma whose hypothesis fails and where (or the flow
-/ the bound that did not decide); nothing written, exit 1. Bad input (d < 3, tokens or targets
+/ the bound that did not decide, or, at once, a certificate whose replay is forecast over the
+checker's budget: where and what to do, :mod:`certified.transformers.match_cost`); nothing
+written, exit 1. Bad input (d < 3, tokens or targets
 off the sphere, non-finite numbers, an omega on a support, equal measures with different
 targets, eps <= 0): one line, exit 2, nothing written.
 

@@ -12,9 +12,11 @@ as it can be made (proofs/transformers.md §6c):
 1. *fewest steps* (no computation): piece by piece the fewest steps the step policy allows
    (``ceil(duration / max_step)``; one a piece without a largest step) at the policy's order
    K and variational order m (the engine's largest);
-2. *predicted steps* (:func:`refine`, float64 only: the engine's step control without
-   enclosures, :func:`certified.flow.taylor.float64.predict_steps`) of the first flow; the
-   other flows' fewest-steps forecasts are scaled by its ratio;
+2. *predicted steps* (:meth:`ReplayForecast.refine`, float64 only: the engine's step control
+   without enclosures, :func:`certified.flow.taylor.float64.predict_steps`) of the first flow;
+   the other flows' fewest-steps forecasts are scaled by its ratio. Made only when the first
+   forecast is within a factor 2 of the budget (coupled flows) or always (chunks of atoms):
+   :meth:`ReplayForecast.before`;
 3. *charged*: after each certified flow, its exact charge
    (:func:`certified.certificates.field_flow.replay_charge`, the checker's formula on the
    result's hints) replaces its forecast and rescales those of the flows still to come.
@@ -135,6 +137,20 @@ class ReplayForecast:
         hints = predict_steps(problem, x0, saves, order=p.order, jacobian_order=p.jacobian_order,
                               tol=p.tolerance, share=0.01)  # fmt: skip
         self.better[k] = _cumulative(problem, len(points), hints)
+
+    def before(self) -> str | None:
+        """Before any flow: None when the certificate looks within reach, else the reason and
+        what to do. The fewest-steps forecast decides alone when it is over twice the budget
+        or (coupled flows) under half of it: it was 0.55-1.6 times the charge on the coupled
+        flows measured (proofs/transformers.md §6c); in between, and always for chunks of
+        atoms (no largest step: one step a piece), the first flow's predicted steps decide."""
+        total = self.total()
+        if total > 2 * self.budget:
+            return self.refusal("the fewest steps")
+        if total > self.budget / 2 or not self.coupled:
+            self.refine(0)
+            return self.refusal("the first flow's steps predicted in float64")
+        return None
 
     def refusal(self, stage: str) -> str | None:
         """Before any flow: None when the forecast fits the budget, else the reason (where the

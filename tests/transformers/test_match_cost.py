@@ -66,12 +66,25 @@ def test_over_the_budget_refused_before_any_flow(tmp_path, capsys, monkeypatch):
     assert code == 1 and data["verdict"] == "UNDECIDED" and data["certificate"] is None
     reason = data["reason"]
     assert reason.startswith("out of the checker's reach: the replay of the 2 flows is forecast")
+    assert "(the fewest steps: steps of at most 1/8" in reason
     assert "over the budget 1e+05 of one transformer-match file" in reason
     # the running total passes it in measures[0]'s first piece (its phase named)
     assert "measures[0]'s flow passes it in the phase 'barycentre flow (Lemma 3.3)'" in reason
     assert "no flow was computed" in reason and "fewer atoms" in reason
     assert len(captured.err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_near_the_budget_the_predicted_steps_decide(tmp_path, capsys, monkeypatch):
+    # the budget at the fewest-steps forecast (not over twice it): the first flow's steps
+    # predicted in float64 (more steps than the fewest: 1.8 times on this instance) refuse
+    fewest = int(_forecast(0)[0].total())
+    monkeypatch.setattr(match, "match_budget", lambda: fewest)
+    monkeypatch.setattr(certified.flow, "enclose_flow", _no_flow)
+    code, out = _run(tmp_path, PAIR, PAIR_TARGETS)
+    reason = json.loads(capsys.readouterr().out)["reason"]
+    assert code == 1 and "(the first flow's steps predicted in float64: steps of at most" in reason
+    assert "no flow was computed" in reason and not out.exists()
 
 
 def test_atoms_over_the_budget_refused_before_any_chunk(tmp_path, capsys, monkeypatch):
