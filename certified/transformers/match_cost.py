@@ -86,6 +86,7 @@ class ReplayForecast:
     budget: int
     coupled: bool
     fewest: list[list[int]] = field(init=False)  # per flow: cumulative charge per piece
+    lowest: list[list[int]] = field(init=False)  # the same at variational order 1: a bound
     better: dict = field(init=False, default_factory=dict)  # flow -> predicted cumulative
     charged: list[int] = field(init=False, default_factory=list)  # flows computed so far
 
@@ -94,11 +95,12 @@ class ReplayForecast:
 
         self.policy = self.policy or StepPolicy()
         p = self.policy
-        self.fewest = []
+        self.fewest, self.lowest = [], []
         for problem, points, *_ in self.flows:
             steps = [[None] * s for s in piece_steps(problem, p)]
             hints = {"steps": steps, "order": p.order, "jacobian_order": p.jacobian_order}
             self.fewest.append(_cumulative(problem, len(points), hints))
+            self.lowest.append(_cumulative(problem, len(points), {**hints, "jacobian_order": 1}))
 
     def _ratio(self) -> float:
         """Charged (or predicted) over the fewest-steps forecast, on the flows that have one."""
@@ -140,26 +142,34 @@ class ReplayForecast:
 
     def before(self) -> str | None:
         """Before any flow: None when the certificate looks within reach, else the reason and
-        what to do. The fewest-steps forecast decides alone when it is over twice the budget
-        or (coupled flows) under half of it: it was 0.55-1.6 times the charge on the coupled
-        flows measured (proofs/transformers.md §6c); in between, and always for chunks of
-        atoms (no largest step: one step a piece), the first flow's predicted steps decide."""
+        what to do. Refused at once when the fewest steps at variational order 1 (a lower bound
+        on the checker's charge at 53 bits: the engine's steps are at most max_step, its
+        orders at least 1) pass the budget, or the fewest-steps forecast passes three times
+        it (0.55-1.6 times the charge on the coupled flows measured, proofs/transformers.md
+        §6c); that forecast under half the budget lets coupled flows go; in between, and
+        always for chunks of atoms (no largest step: one step a piece), the first flow's
+        predicted steps decide."""
+        if (refused := self.refusal("a lower bound from the fewest steps", lower=True)) is not None:
+            return refused
         total = self.total()
-        if total > 2 * self.budget:
+        if total > 3 * self.budget:
             return self.refusal("the fewest steps")
         if total > self.budget / 2 or not self.coupled:
             self.refine(0)
             return self.refusal("the first flow's steps predicted in float64")
         return None
 
-    def refusal(self, stage: str) -> str | None:
-        """Before any flow: None when the forecast fits the budget, else the reason (where the
-        running total passes the budget: flow, phase, piece) and what to do."""
-        if self.total() <= self.budget:
+    def refusal(self, stage: str, lower: bool = False) -> str | None:
+        """Before any flow: None when the forecast (``lower``: the lower bound) fits the
+        budget, else the reason (where the running total passes the budget: flow, phase,
+        piece) and what to do."""
+        n = len(self.flows)
+        cums = self.lowest if lower else [self.cumulative(k) for k in range(n)]
+        total = sum(c[-1] for c in cums)
+        if total <= self.budget:
             return None
         run, where = 0.0, ""
-        for k, (*_, name, _) in enumerate(self.flows):
-            cum = self.cumulative(k)
+        for (*_, name, _), cum in zip(self.flows, cums, strict=True):
             j = next((j for j, c in enumerate(cum) if run + c > self.budget), None)
             if j is not None:
                 where = (f"{name}'s flow passes it in the phase '{self.phases[j]}' (piece "
@@ -168,10 +178,12 @@ class ReplayForecast:
             run += cum[-1]
         h = self.policy.max_step
         how = (f"steps of at most {h}" if h else "one step a piece at least") + (
-            f", order {self.policy.order}, variational order {self.policy.jacobian_order}"
+            f", order {self.policy.order}, variational order "
+            f"{1 if lower else self.policy.jacobian_order}"
         )
-        return (f"out of the checker's reach: the replay of the {len(self.flows)} flows is "
-                f"forecast at {_units(self.total())} units ({stage}: {how}), over the budget "
+        verb = "needs at least" if lower else "is forecast at"
+        return (f"out of the checker's reach: the replay of the {n} flows {verb} "
+                f"{_units(total)} units ({stage}: {how}), over the budget "
                 f"{_units(self.budget)} of one transformer-match file; {where}; no flow was "
                 f"computed. {self._advice()}")  # fmt: skip
 

@@ -65,8 +65,10 @@ def test_over_the_budget_refused_before_any_flow(tmp_path, capsys, monkeypatch):
     data = json.loads(captured.out)
     assert code == 1 and data["verdict"] == "UNDECIDED" and data["certificate"] is None
     reason = data["reason"]
-    assert reason.startswith("out of the checker's reach: the replay of the 2 flows is forecast")
-    assert "(the fewest steps: steps of at most 1/8" in reason
+    # the fewest steps at variational order 1: a lower bound on the checker's charge
+    assert reason.startswith("out of the checker's reach: the replay of the 2 flows needs at least")
+    assert "(a lower bound from the fewest steps: steps of at most 1/8" in reason
+    assert "variational order 1)" in reason
     assert "over the budget 1e+05 of one transformer-match file" in reason
     # the running total passes it in measures[0]'s first piece (its phase named)
     assert "measures[0]'s flow passes it in the phase 'barycentre flow (Lemma 3.3)'" in reason
