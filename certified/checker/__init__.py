@@ -39,13 +39,17 @@ from ._parse import (
 from ._reader import load_json_from
 from ._separation_rule import MAX_SEPARATION_COST, check_separation_v1, gradient_coordinate
 from ._stack_rule import check_stack_v1, check_stack_v2
-from ._transformer_rule import check_transformer_cluster_v1, check_transformer_match_v1
+from ._transformer_rule import (
+    MAX_MATCH_OPS,
+    check_transformer_cluster_v1,
+    check_transformer_match_v1,
+)
 from ._wasserstein_rule import check_wasserstein_v1
 from .flow import check_flow_v1
 
 __all__ = ["KINDS", "MAX_BYTES", "MAX_DEPTH", "MAX_DIGITS", "MAX_EXPONENT", "MAX_HEIGHT_BITS",
-           "MAX_REPLAY_COST", "MAX_SEPARATION_COST", "MAX_TOKENS", "Verdict", "check_bytes",
-           "check_certificate", "check_file", "check_paths", "gc_paused",
+           "MAX_MATCH_OPS", "MAX_REPLAY_COST", "MAX_SEPARATION_COST", "MAX_TOKENS", "Verdict",
+           "check_bytes", "check_certificate", "check_file", "check_paths", "gc_paused",
            "gradient_coordinate"]  # fmt: skip
 
 KINDS = {  # the known certificate kinds and, for each, the checker of each known version

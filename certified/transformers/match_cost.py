@@ -36,11 +36,10 @@ __all__ = ["ReplayForecast", "match_budget", "piece_steps"]
 
 def match_budget() -> int:
     """The replay budget of one transformer-match file: the checker's ``MAX_MATCH_OPS``
-    (``certified/checker/_transformer_rule.py``, not public: 4 ``MAX_TAYLOR_OPS``, pinned by
-    tests/transformers/test_match_cost.py). Guarantee: exact."""
-    from certified.checker.lohner import MAX_TAYLOR_OPS
+    (4 ``MAX_TAYLOR_OPS``). Guarantee: exact."""
+    from certified.checker import MAX_MATCH_OPS
 
-    return 4 * MAX_TAYLOR_OPS
+    return MAX_MATCH_OPS
 
 
 def piece_steps(problem: Any, policy: Any) -> list[int]:
@@ -217,17 +216,18 @@ class ReplayForecast:
                 if per <= self.budget
                 else "Certify fewer atoms a flow (smaller chunks)"
             ) + "."
-        one = max(1, int(atoms * (self.budget / per) ** (1 / 3)))
+        two = max(1, int(atoms * (self.budget / (2 * per)) ** (1 / 3)))  # N = 1: no steering
         every = max(1, int(atoms * (self.budget / (N * per)) ** (1 / 3)))
-        if per <= self.budget:
+        if 2 * per <= self.budget:
             return (
                 f"Split the measures over several files (about {int(self.budget // per)} "
                 f"measures of {atoms} atoms a file), or give measures of at most about "
                 f"{every} atoms (the cost grows like n^3 in a measure's n atoms){eps}."
             )
         return (
-            f"One measure's flow alone is forecast at {per / self.budget:.2g} times the "
+            f"Two measures' flows (a file needs two: the steering of one measure alone "
+            f"fails) are forecast at {2 * per / self.budget:.2g} times the "
             f"budget: give measures of fewer atoms (the cost grows like n^3 in a measure's "
-            f"n atoms: about {one} atoms for one measure a file, {every} for all {N} "
+            f"n atoms: about {two} atoms for two measures a file, {every} for all {N} "
             f"measures in one file){eps}."
         )

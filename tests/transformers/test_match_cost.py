@@ -43,7 +43,7 @@ def _no_flow(*args, **kwargs):
 
 
 def test_the_budget_is_the_checkers():
-    from certified.checker._transformer_rule import MAX_MATCH_OPS
+    from certified.checker import MAX_MATCH_OPS
 
     assert match_budget() == MAX_MATCH_OPS
 
