@@ -121,7 +121,8 @@ def check_field_flow(instance: Any, claim: Any, hints: Any, budget: list | None 
                 raise Rejected(f"claim.enclosures[{k}][{owner[i]}][{q}]: misses the replayed "
                                f"enclosure{sub}")  # fmt: skip
     what = f"{len(pieces)} pieces, {total} steps, order {K}, {len(field.nodes)} nodes"
-    return f"rule taylor-lohner: {n} {start}, {what}"
+    scope = f"{owner[-1] + 1} boxes in {n} sub-boxes" if split else f"{n} {start}"
+    return f"rule taylor-lohner: {scope}, {what}"
 
 
 def field_pieces(instance: dict, n_names: int) -> list:
