@@ -345,43 +345,33 @@ def box_hulls(split: SmoothBoxes) -> dict:
     return out
 
 
-def smooth_box_certificate(problem, lo: np.ndarray, hi: np.ndarray, split: SmoothBoxes) -> dict:
-    """A flow certificate (rule taylor-lohner, zonotope sets, ``hints.partition``) of the
-    input boxes that came back (``split.trees``); the claims are the checker's float64 replay of
-    their leaves, each input box claiming the hull of its leaves' balls, rounded outward.
+def smooth_box_certificate(problem, lo: np.ndarray, hi: np.ndarray, split: SmoothBoxes,
+                           replays: dict | None = None) -> dict:  # fmt: skip
+    """A flow certificate (rule taylor-lohner, zonotope sets, ``hints.partition``, a priori
+    factors picked by the checker) of the input boxes that came back (``split.trees``); the
+    claims are the checker's own replay of their leaves (a check of the draft, whose claims are
+    placeholders), each input box claiming the hull of its leaves' balls, rounded outward.
+    ``replays``: the dict of an open :func:`certified.checker.flow.reusing_replays` block, so
+    that the writer's re-check in that block reuses this replay (same instance, hints and
+    times, proofs/checker_soundness.md#replay-reuse); None: a block of its own.
 
     Guarantee: none (the checker decides)."""
+    import contextlib
+
     from flint import arb, fmpq
 
-    from certified.arith.ball import precision
     from certified.arith.exact import to_fmpq
     from certified.certificates.field_flow import FieldCertificateError
     from certified.certificates.flow import FORMAT_VERSION, double_strings, exact_number
-    from certified.checker.lohner import replay_flow
-    from certified.checker.taylor import ReplayError
+    from certified.certificates.writer import dumps_certificate
+    from certified.checker import check_bytes
+    from certified.checker.flow import reusing_replays
 
     boxes = sorted(split.trees)
     if not boxes:
         raise FieldCertificateError("no box came back: nothing to certify")
     sel = np.isin(split.owner, boxes)
-    starts = [[(to_fmpq(a), to_fmpq(b)) for a, b in zip(x, y, strict=True)]
-              for x, y in zip(split.lo[sel], split.hi[sel], strict=True)]  # fmt: skip
-    apriori = [[None] * len(s) for s in split.steps]
     T = problem.total_time
-    with precision(53):
-        pieces = [(p.duration, [arb(v) for v in p.values]) for p in problem.pieces]
-        try:
-            out = replay_flow(problem.field.expression, pieces, starts, split.steps, None,
-                              split.order, JACOBIAN_ORDER, [T], None, "float64", apriori,
-                              SETS)[0]  # fmt: skip
-        except ReplayError as exc:
-            raise FieldCertificateError(f"the checker's replay rejects a sub-box ({exc})") from None
-        owner = split.owner[sel]
-        lo_ = np.array([[float(arb(b.lower()).lower()) for b in row] for row in out])
-        hi_ = np.array([[float(arb(b.upper()).upper()) for b in row] for row in out])
-    lo_, hi_ = np.nextafter(lo_, -np.inf), np.nextafter(hi_, np.inf)  # outward to doubles
-    claims = np.array([np.stack([lo_[owner == i].min(axis=0), hi_[owner == i].max(axis=0)], -1)
-                       for i in boxes])  # fmt: skip
     inst = np.stack([np.asarray(lo)[boxes], np.asarray(hi)[boxes]], axis=-1)
     instance = {**problem.to_json(), "boxes": double_strings(inst), "time": exact_number(T)}
     instance.pop("sphere", None)
@@ -391,11 +381,11 @@ def smooth_box_certificate(problem, lo: np.ndarray, hi: np.ndarray, split: Smoot
     ]
     trees = [[v if v is None or isinstance(v, int) else exact_number(v) for v in split.trees[i]]
              for i in boxes]  # fmt: skip
-    return {
+    cert = {
         "kind": "flow",
         "version": FORMAT_VERSION,
         "instance": instance,
-        "claim": {"times": [exact_number(T)], "enclosures": [double_strings(claims)]},
+        "claim": {"times": [exact_number(T)], "enclosures": [double_strings(inst)]},  # placeholder
         "hints": {
             "method": "taylor-lohner",
             "order": split.order,
@@ -406,11 +396,26 @@ def smooth_box_certificate(problem, lo: np.ndarray, hi: np.ndarray, split: Smoot
                 for st in split.steps
             ],
             "arithmetic": "float64",
-            "apriori": [[exact_number(a) for a in row] for row in apriori],
+            "apriori": "search",
             "sets": SETS,
             "partition": trees,
         },
     }
+    block = contextlib.nullcontext(replays) if replays is not None else reusing_replays()
+    with block as memo:
+        memo.clear()
+        verdict = check_bytes(dumps_certificate(cert).encode())
+        if not memo:
+            raise FieldCertificateError(f"the checker's replay rejects a sub-box ({verdict.reason})")
+        out = list(memo.values())[-1][0]
+    owner = split.owner[sel]
+    lo_ = np.array([[float(arb(b.lower()).lower()) for b in row] for row in out])
+    hi_ = np.array([[float(arb(b.upper()).upper()) for b in row] for row in out])
+    lo_, hi_ = np.nextafter(lo_, -np.inf), np.nextafter(hi_, np.inf)  # outward to doubles
+    claims = np.array([np.stack([lo_[owner == i].min(axis=0), hi_[owner == i].max(axis=0)], -1)
+                       for i in boxes])  # fmt: skip
+    cert["claim"]["enclosures"] = [double_strings(claims)]
+    return cert
 
 
 def run_smooth_boxes(args, problem, start, n: int, source, t0: float) -> int:
@@ -425,6 +430,7 @@ def run_smooth_boxes(args, problem, start, n: int, source, t0: float) -> int:
     from certified.arith.exact import fmpq_to_str, to_fmpq
     from certified.certificates import command_json, print_json, write_if_accepted
     from certified.certificates.field_flow import FieldCertificateError
+    from certified.checker.flow import reusing_replays
     from certified.flow.command import decimal_upper, flow_scope
     from certified.flow.result import FlowEnclosure, FlowStatus
 
@@ -448,10 +454,12 @@ def run_smooth_boxes(args, problem, start, n: int, source, t0: float) -> int:
         verdict = "VERIFIED"
     if hulls and args.out is not None:
         try:
-            with progress.stage("building the certificate (the checker's replay of the sub-boxes)"):
-                cert = smooth_box_certificate(problem, lo, hi, split)
-            with progress.stage("writing the certificate, re-checked by the checker first"):
-                path, check = write_if_accepted(args.out, cert)
+            with reusing_replays() as replays:  # the writer's re-check reuses the claims' replay
+                with progress.stage("building the certificate (the checker's replay of the "
+                                    "sub-boxes)"):  # fmt: skip
+                    cert = smooth_box_certificate(problem, lo, hi, split, replays)
+                with progress.stage("writing the certificate, re-checked by the checker first"):
+                    path, check = write_if_accepted(args.out, cert)
             if not check.verified:
                 message = f"the certificate was not accepted by the checker: {check.reason}"
             elif complete:
