@@ -19,6 +19,7 @@ __all__ = [
     "RangeOverflowError",
     "FPUStateError",
     "MissingDependencyError",
+    "NoCertificateError",
 ]
 
 
@@ -65,3 +66,14 @@ class FPUStateError(CertifiedError, RuntimeError):
 
 class MissingDependencyError(CertifiedError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
+
+
+class NoCertificateError(CertifiedError):
+    """No certificate the checker accepts could be produced; the message says why and what to
+    change. ``result``: the computation's result when there is one (e.g. the flow's
+    ``FlowEnclosure``: its enclosures hold when its status is SUCCESS, only the certificate is
+    missing); ``retry``: whether smaller steps or chunks may help."""
+
+    def __init__(self, message: str, result: object = None, retry: bool = False) -> None:
+        super().__init__(message)
+        self.result, self.retry = result, retry

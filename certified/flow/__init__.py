@@ -5,7 +5,7 @@ Lipschitz bounds, and the piecewise-affine ReLU engines.
 Only light modules load here; the engines load when first used.
 """
 
-from certified.flow.api import enclose_flow, flow_certificate_for
+from certified.flow.api import NoCertificateError, certify_flow, enclose_flow, flow_certificate_for
 from certified.flow.lipschitz import flow_jacobian, norm2_upper
 from certified.flow.options import Balls, SaveAt, StepPolicy
 from certified.flow.relu import (
@@ -26,9 +26,11 @@ __all__ = [
     "FlowEnclosure",
     "FlowLipschitzBound",
     "FlowStatus",
+    "NoCertificateError",
     "NotLaminarError",
     "SaveAt",
     "StepPolicy",
+    "certify_flow",
     "enclose_flow",
     "flow_certificate_for",
     "flow_jacobian",

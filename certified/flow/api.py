@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from certified.errors import CertifiedError, InputError
+from certified.errors import InputError, NoCertificateError
 from certified.flow.options import Balls, SaveAt, StepPolicy, initial_set
 from certified.flow.result import FlowEnclosure, FlowStatus
 from certified.models import Activation, Schedule
@@ -315,16 +315,6 @@ def flow_certificate_for(
             extra_hints=result.hints,
         )
     return None
-
-
-class NoCertificateError(CertifiedError):
-    """:func:`certify_flow` found no certificate the checker accepts. The message says why and
-    what to change; ``result`` is the flow's :class:`FlowEnclosure` (its enclosures hold when
-    its status is SUCCESS: a certificate is missing, not the enclosures)."""
-
-    def __init__(self, message: str, result: FlowEnclosure | None = None) -> None:
-        super().__init__(message)
-        self.result = result
 
 
 def certify_flow(

@@ -34,7 +34,7 @@ import flint
 import numpy as np
 
 from certified.arith.exact import to_fmpq
-from certified.errors import InputError, ShapeError
+from certified.errors import InputError, NoCertificateError, ShapeError
 from certified.transformers.instance import TransformerInstance, parse_instance
 from certified.transformers.match_cost import ReplayForecast, match_budget
 from certified.verdict import Outcome
@@ -61,16 +61,6 @@ class MatchTargets:
 
     points: np.ndarray
     omega: tuple[flint.fmpq, ...] | None = None
-
-
-class NoCertificateError(Exception):
-    """No certificate of a VERIFIED verdict: the message says why; ``retry`` says whether
-    smaller steps or chunks may help (the replay refused a step, or one-token chunks were over
-    the replay's limit) or not (a coupled flow over the limit, bounds that do not decide)."""
-
-    def __init__(self, message: str, retry: bool) -> None:
-        super().__init__(message)
-        self.retry = retry
 
 
 @dataclass(frozen=True)
