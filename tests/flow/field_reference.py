@@ -355,3 +355,18 @@ def box_misses(graph, pieces, samples, times, enc_lo, enc_hi, digits=30):
             if outside(enc_lo[k], enc_hi[k], ref, rel=10.0 ** -(digits - 6)):
                 misses.append((k, s))
     return misses, decided
+
+
+def refuse_predicted_orders(monkeypatch) -> None:
+    """Make the float64 predictor's hints ones the checker refuses (variational orders 9, above
+    hints.jacobian_order 8): the one-pass writer must fall back to the engine's route."""
+    from certified.flow.taylor import float64
+
+    real = float64.predict_steps
+
+    def bad(problem, X0, saves, **kw):
+        out = real(problem, X0, saves, **kw)
+        out["jacobian_orders"] = [[9] * len(s) for s in out["steps"]]
+        return out
+
+    monkeypatch.setattr(float64, "predict_steps", bad)

@@ -25,7 +25,6 @@ from certified.checker import check_certificate
 from certified.cli import main
 from certified.fields import lorenz, neural_field
 from certified.flow import command
-from certified.flow.taylor import float64
 from certified.models import Schedule
 
 
@@ -155,14 +154,7 @@ def test_one_pass_claims_contain_the_reference(tmp_path_factory, seed, activatio
 def test_a_failed_pass_falls_back_to_the_engine(tmp_path, capsys, monkeypatch):
     """Predicted hints the checker refuses (variational orders above hints.jacobian_order):
     the pass writes nothing and the engine's route writes a VERIFIED file."""
-    real = float64.predict_steps
-
-    def bad(problem, X0, saves, **kw):
-        out = real(problem, X0, saves, **kw)
-        out["jacobian_orders"] = [[9] * len(s) for s in out["steps"]]
-        return out
-
-    monkeypatch.setattr(float64, "predict_steps", bad)
+    fref.refuse_predicted_orders(monkeypatch)
     _, cert = _run(tmp_path, capsys)
     assert all(q <= 8 for qs in cert["hints"].get("jacobian_orders", []) for q in qs)
     assert check_certificate(cert).verified

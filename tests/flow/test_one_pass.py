@@ -28,7 +28,6 @@ from certified.fields import field, sphere_neural_field
 from certified.flow import api, one_pass
 from certified.flow.options import SaveAt
 from certified.flow.result import FlowStatus
-from certified.flow.taylor import float64
 from certified.models import Schedule
 
 DPS = 50
@@ -212,14 +211,7 @@ def test_boxes_and_relu_take_the_engine_route(routes):
 def test_a_refused_pass_falls_back_to_the_engine(monkeypatch, routes):
     """Predicted hints the checker refuses (variational orders above hints.jacobian_order):
     the pass returns None and the engine's certificate is returned, VERIFIED."""
-    real = float64.predict_steps
-
-    def bad(problem, X0, saves, **kw):
-        out = real(problem, X0, saves, **kw)
-        out["jacobian_orders"] = [[9] * len(s) for s in out["steps"]]
-        return out
-
-    monkeypatch.setattr(float64, "predict_steps", bad)
+    fref.refuse_predicted_orders(monkeypatch)
     _, cert = api.certify_flow(Schedule.from_json(_spec("tanh")), _points(n=2))
     assert routes[0].calls == 1 and routes[1].calls == 1
     assert check_certificate(cert).verified

@@ -176,7 +176,8 @@ def _q(a: arb) -> fmpq:
 @settings(max_examples=_DEFAULT // 20 if _DEFAULT >= 1000 else 2, deadline=None,
           suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
 @given(st.sampled_from(["tanh", "sigmoid"]), st.integers(0, 10**6),
-       st.sampled_from([1e-6, 1e-2, 0.1]), st.sampled_from(["arb", "doubleton", "zonotope"]))  # fmt: skip
+       st.sampled_from([1e-6, 1e-2, 0.1]),
+       st.sampled_from(["arb", "doubleton", "zonotope"]))  # fmt: skip
 @example("tanh", 4, 0.1, "arb")  # the arb doubleton step, a wide box
 @example("sigmoid", 7, 1e-2, "doubleton")  # the float64 replay
 @example("tanh", 4, 0.1, "zonotope")  # float64 zonotope: 64 generators boxed down to 32

@@ -360,7 +360,6 @@ def smooth_box_certificate(problem, lo: np.ndarray, hi: np.ndarray, split: Smoot
 
     from flint import arb, fmpq
 
-    from certified.arith.exact import to_fmpq
     from certified.certificates.field_flow import FieldCertificateError
     from certified.certificates.flow import FORMAT_VERSION, double_strings, exact_number
     from certified.certificates.writer import dumps_certificate
@@ -406,7 +405,8 @@ def smooth_box_certificate(problem, lo: np.ndarray, hi: np.ndarray, split: Smoot
         memo.clear()
         verdict = check_bytes(dumps_certificate(cert).encode())
         if not memo:
-            raise FieldCertificateError(f"the checker's replay rejects a sub-box ({verdict.reason})")
+            why = verdict.reason
+            raise FieldCertificateError(f"the checker's replay rejects a sub-box ({why})")
         out = list(memo.values())[-1][0]
     owner = split.owner[sel]
     lo_ = np.array([[float(arb(b.lower()).lower()) for b in row] for row in out])
