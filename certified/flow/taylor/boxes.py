@@ -53,7 +53,7 @@ __all__ = [
 
 DEFAULT_MAX_SPLITS = 64  # bisections per file (certified flow --max-splits)
 BOX_ORDER = 12  # the Taylor order of box steps at most (the engine's at the centres is up to 20,
-# for points; a box's width is the doubleton's spread term: on the issue-18 tanh boxes orders
+# for points; a box's width is the zonotope's spread term: on the issue-18 tanh boxes orders
 # 20, 12, 10 give the same widths to 6 digits, order 12 a third less time)
 JACOBIAN_ORDER = 6  # the variational order of every step (below 6 its remainder over the a priori
 # box dominates the spread of J on the issue-18 tanh boxes; above, no gain)
