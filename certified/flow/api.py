@@ -318,7 +318,12 @@ def flow_certificate_for(
 
 
 def certify_flow(
-    field: Any, X0: Any, *, save_at: SaveAt | None = None, prec: int | None = None
+    field: Any,
+    X0: Any,
+    *,
+    save_at: SaveAt | None = None,
+    prec: int | None = None,
+    max_splits: int | None = None,
 ) -> tuple[FlowEnclosure, dict[str, Any]]:
     """Certified enclosures of ``Phi_t(x)`` and a flow certificate the checker accepted: what
     ``certified flow --out`` writes, as Python objects (nothing is written; save the
@@ -327,10 +332,13 @@ def certify_flow(
     Points of smooth fields (tanh / sigmoid schedules, expression fields, not sphere fields)
     at 53 bits take the one pass of ``certified flow`` (:mod:`certified.flow.one_pass`): steps
     from a float64 predictor, the claims the checker's own replay of them, the certificate's
-    bytes checked with that replay reused. Everything else (boxes, balls, sphere fields, ReLU
-    and leaky ReLU schedules, ``prec`` other than 53, ``save_at.steps``, or a pass the checker
-    refuses) takes the engine's route: :func:`enclose_flow`, then :func:`flow_certificate_for`
-    (cheap claims first, the checker's replayed claims when those are missed), each checked.
+    bytes checked with that replay reused. Boxes of those fields at 53 bits, saved at the final
+    time only, take ``certified flow --boxes``'s route (zonotopes split under ``max_splits``,
+    :func:`certified.flow.taylor.boxes.certify_smooth_boxes`). Everything else (balls, sphere
+    fields, ReLU and leaky ReLU schedules, ``prec`` other than 53, ``save_at.steps``, or a pass
+    the checker refuses) takes the engine's route: :func:`enclose_flow`, then
+    :func:`flow_certificate_for` (cheap claims first, the checker's replayed claims when those
+    are missed), each checked.
 
     Parameters
     ----------
@@ -343,6 +351,8 @@ def certify_flow(
         Final time (required for a VectorField) and earlier saved times (smooth fields).
     prec : int, optional
         Working precision in bits (default 53).
+    max_splits : int, optional
+        Boxes of smooth fields: the most bisections (default ``DEFAULT_MAX_SPLITS``, 64).
 
     Returns
     -------
@@ -369,6 +379,14 @@ def certify_flow(
         from certified.flow.one_pass import one_pass_applies, one_pass_certificate
 
         problem = flow_problem(field, save_at)
+        if _smooth_boxes(problem, X0, prec, save_at):
+            from certified.flow.taylor import boxes
+
+            budget = boxes.DEFAULT_MAX_SPLITS if max_splits is None else max_splits
+            if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+                raise InputError(f"max_splits: must be an integer >= 0, got {max_splits!r}")
+            initial_set(X0, problem.dimension)  # validated: shape, finite, lo <= hi
+            return boxes.certify_smooth_boxes(problem, X0.lo, X0.hi, budget)
         if one_pass_applies(problem, X0, prec if prec is None else check_precision(prec)):
             one = one_pass_certificate(problem, X0, save_at)
             if one is not None:
@@ -394,6 +412,17 @@ def certify_flow(
         if "resource limit" in verdict.reason or not _cheap_claims(cert, result):
             break  # the replayed claims were rejected: nothing else to try
     raise NoCertificateError(reason, result)
+
+
+def _smooth_boxes(problem: Any, X0: Any, prec: int | None, save_at: SaveAt | None) -> bool:
+    """Whether boxes take the zonotope route (as ``certified flow --boxes`` at 53 bits)."""
+    from certified.arith import Interval
+    from certified.checker.lohner import supported
+
+    if not isinstance(X0, Interval) or prec not in (None, 53) or problem.field.sphere:
+        return False
+    final_only = save_at is None or list(save_at.times(problem.total_time)) == [problem.total_time]
+    return final_only and X0.lo.ndim == 2 and supported(problem.field.expression)
 
 
 def _cheap_claims(cert: dict[str, Any], result: FlowEnclosure) -> bool:

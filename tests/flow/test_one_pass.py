@@ -1,9 +1,9 @@
 """The one-pass certificate in the Python API (``certified.flow.api.certify_flow``,
 ``certified.flow.one_pass``): VERIFIED by a fresh check, its claims contain a 50-digit
 reference computed from the schedule itself (``mpmath.odefun`` on W s(A x + b), not the
-certificate's graph), the same claims as ``certified flow`` writes, the engine's route for
-what the pass does not cover (sphere fields, boxes, ReLU, a pass the checker refuses), and
-mutated claims REJECTED."""
+certificate's graph), the same claims as ``certified flow`` writes, the zonotope route for
+boxes, the engine's route for what the pass does not cover (sphere fields, ReLU, a pass the
+checker refuses), and mutated claims REJECTED."""
 
 from __future__ import annotations
 
@@ -196,11 +196,11 @@ def test_sphere_field_takes_the_engine_route(routes):
         api.certify_flow(problem, np.array([[1.0, 1.0, 0.0]]))
 
 
-def test_boxes_and_relu_take_the_engine_route(routes):
+def test_boxes_take_the_zonotope_route_and_relu_the_engine_route(routes):
     spec = _spec("tanh")
     lo = _points(n=1)
     _, cert = api.certify_flow(Schedule.from_json(spec), Interval(lo, lo + 1e-3))
-    assert routes[0].calls == 0 and routes[1].calls == 1
+    assert routes[0].calls == 0 and cert["hints"]["sets"] == "zonotope"  # certified flow --boxes
     assert check_certificate(cert).verified
     relu = Schedule.from_json({**spec, "activation": "relu"})
     _, cert = api.certify_flow(relu, _points(n=2))

@@ -97,6 +97,28 @@ def _tampered(cert, fn):
     return check_certificate(json.loads(json.dumps(out)))
 
 
+def test_certify_flow_takes_the_zonotope_route_for_boxes(split_case):
+    """The Python API on boxes of a smooth field at 53 bits: the same sub-boxes and claims as
+    the command's route (split_smooth_boxes + smooth_box_certificate), VERIFIED, containing the
+    sampled images; a box that does not come back raises NoCertificateError naming it; a bad
+    budget is refused."""
+    from certified import NoCertificateError, certify_flow
+    from certified.arith import Interval
+    from certified.errors import InputError
+
+    P, lo, hi, _, cert = split_case
+    res, api_cert = certify_flow(P, Interval(lo, hi), max_splits=4)
+    assert api_cert["claim"] == cert["claim"] and api_cert["hints"]["sets"] == "zonotope"
+    assert check_certificate(json.loads(json.dumps(api_cert))).verified
+    for i in range(3):
+        assert _contains(P, lo[i], hi[i], res.final.lo[i], res.final.hi[i], 60, seed=i) == []
+    big = Interval(np.full((1, 3), -0.25), np.full((1, 3), 0.25))
+    with pytest.raises(NoCertificateError, match="box 0, sub-box 0 of 1"):
+        certify_flow(P, big, max_splits=0)
+    with pytest.raises(InputError, match="max_splits"):
+        certify_flow(P, Interval(lo, hi), max_splits=-1)
+
+
 def test_tampered_partition_is_rejected(split_case):
     _, _, hi, _, cert = split_case
     i = next(k for k, t in enumerate(cert["hints"]["partition"]) if len(t) > 1)

@@ -44,6 +44,7 @@ from certified.flow.relu._split import _tree as partition_tree
 
 __all__ = [
     "DEFAULT_MAX_SPLITS",
+    "certify_smooth_boxes",
     "SmoothBoxes",
     "box_hulls",
     "run_smooth_boxes",
@@ -416,6 +417,54 @@ def smooth_box_certificate(problem, lo: np.ndarray, hi: np.ndarray, split: Smoot
                        for i in boxes])  # fmt: skip
     cert["claim"]["enclosures"] = [double_strings(claims)]
     return cert
+
+
+def certify_smooth_boxes(problem, lo: np.ndarray, hi: np.ndarray,
+                         max_splits: int = DEFAULT_MAX_SPLITS) -> tuple:  # fmt: skip
+    """(FlowEnclosure, certificate) for the double boxes ``[lo, hi]`` (n, d) of a smooth field at
+    53 bits, as ``certified flow --boxes --out`` computes them: zonotopes split under
+    ``max_splits``, the enclosure of each box the hull of its sub-boxes', the certificate's bytes
+    accepted by the checker (re-checked reusing the replay its claims came from); nothing
+    written. Raises :class:`~certified.errors.NoCertificateError` when a box does not come back
+    (naming it, its sub-box and the reason) or the checker rejects the certificate.
+
+    Guarantee: none (the checker decides); the returned certificate was accepted by the checker,
+    and the enclosure of box i contains ``Phi_T(x)`` for every x in it."""
+    from certified.certificates.field_flow import FieldCertificateError
+    from certified.certificates.writer import certificate_bytes
+    from certified.checker.flow import reusing_replays
+    from certified.errors import NoCertificateError
+    from certified.flow.result import FlowEnclosure, FlowStatus
+
+    lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+    try:
+        split = split_smooth_boxes(problem, lo, hi, max_splits=max_splits)
+    except _PlanError as exc:
+        raise NoCertificateError(f"the step plan at the boxes' centres failed: {exc}") from None
+    if split.failed:
+        fails = [split.failed[i] for i in sorted(split.failed)]
+        raise NoCertificateError(f"{len(fails)} of {lo.shape[0]} boxes did not come back within "
+                                 f"{max_splits} splits: {'; '.join(fails[:3])}; raise max_splits "
+                                 "or give smaller boxes")  # fmt: skip
+    with reusing_replays() as replays:
+        try:
+            cert = smooth_box_certificate(problem, lo, hi, split, replays)
+        except FieldCertificateError as exc:
+            raise NoCertificateError(str(exc)) from None
+        _, verdict = certificate_bytes(cert)
+    if not verdict.verified:
+        raise NoCertificateError(f"the checker rejected the certificate: {verdict.reason}")
+    hulls = box_hulls(split)
+    n = lo.shape[0]
+    L = np.array([hulls[i][0] for i in range(n)])[None]
+    H = np.array([hulls[i][1] for i in range(n)])[None]
+    result = FlowEnclosure(
+        (str(problem.total_time),),
+        Interval(L, H),
+        FlowStatus.SUCCESS,
+        hints={"method": "taylor-lohner", "sets": SETS, "splits": split.splits},
+    )
+    return result, cert
 
 
 def run_smooth_boxes(args, problem, start, n: int, source, t0: float) -> int:
