@@ -290,10 +290,20 @@ def test_cli_boxes_verified_and_bad_budget_refused(tmp_path, capsys):
     assert check_certificate(json.loads(out.read_text())).verified
 
 
-def test_a_box_still_too_wide_after_the_budget_fails_named():
-    """Side 0.5 in d = 3 without splits: over 100x its linear part, named, not certified."""
+def test_a_box_still_too_wide_after_the_budget_fails_named(monkeypatch):
+    """Side 0.5 in d = 3 without splits: over 100x its linear part, named, not certified, and
+    the advice is a larger budget; when the file's sub-box limit (the checker's replay limit,
+    made 3 here) stops the splits instead, the advice says so."""
+    from certified.flow.taylor import boxes
+
     P = neural_field(Schedule.from_json(_spec("tanh", 3, seed=4)))
-    split = split_smooth_boxes(P, np.full((1, 3), -0.25), np.full((1, 3), 0.25), max_splits=0)
+    lo, hi = np.full((1, 3), -0.25), np.full((1, 3), 0.25)
+    split = split_smooth_boxes(P, lo, hi, max_splits=0)
     assert (
         split.trees == {} and "times as wide as its linear part after 0 splits" in split.failed[0]
     )
+    assert split.limit == 0 and "raise --max-splits" in split.advice()
+    monkeypatch.setattr(boxes, "_most_leaves", lambda *args: 3)
+    split = split_smooth_boxes(P, lo, hi, max_splits=50)
+    assert split.trees == {} and split.splits == 2 and split.limit == 3
+    assert "fewer boxes per file" in split.advice()

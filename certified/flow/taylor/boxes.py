@@ -91,6 +91,14 @@ class SmoothBoxes:
     order: int = 20
     splits: int = 0
     linear: np.ndarray | None = None  # (n_leaves,) max width of each leaf's linear part
+    limit: int = 0  # the sub-boxes a file holds (the checker's replay limit), when it stopped us
+
+    def advice(self, splits: str = "--max-splits") -> str:
+        """What to do about the boxes that did not come back."""
+        if self.limit:
+            return (f"certify fewer boxes per file (a file holds about {self.limit} sub-boxes: "
+                    "the checker's replay limit) or give smaller boxes")  # fmt: skip
+        return f"raise {splits} or give smaller boxes"
 
     def ratio(self, i: int) -> float:
         """The largest ratio, over box i's leaves, of the enclosure's width to its linear
@@ -284,12 +292,13 @@ def split_smooth_boxes(
         )
     leaves = [_Leaf(i, lo[i].copy(), hi[i].copy()) for i in range(lo.shape[0]) if i not in bad]
     _advance(problem, leaves, steps, K)
-    splits = 0
+    splits, capped = 0, False
     while splits < max_splits:
         worst = sorted((x for x in leaves if _bad(x, ratio) > ratio), key=lambda x: -_bad(x, ratio))
         new = []
         for leaf in worst:
             room = min(max_splits - splits, most - len(leaves) - len(new))
+            capped |= most - len(leaves) - len(new) < 1 <= max_splits - splits  # the file is full
             # far from its linear part: several axes at once (fewer rounds, same budget)
             k = 1 if _bad(leaf, ratio) < 4 * ratio else 2 if _bad(leaf, ratio) < 64 else 3
             while k > 1 and 2**k - 1 > room:
@@ -306,7 +315,7 @@ def split_smooth_boxes(
         leaves += new
     out = SmoothBoxes(lo=np.zeros((0, lo.shape[1])), hi=np.zeros((0, lo.shape[1])),
                       owner=np.zeros(0, dtype=int), enc_lo=None, enc_hi=None,
-                      steps=steps, order=K, splits=splits)  # fmt: skip
+                      steps=steps, order=K, splits=splits, limit=most if capped else 0)  # fmt: skip
     kept, out.failed = [], dict(bad)
     for i in range(lo.shape[0]):
         if i in bad:
@@ -444,8 +453,8 @@ def certify_smooth_boxes(problem, lo: np.ndarray, hi: np.ndarray,
     if split.failed:
         fails = [split.failed[i] for i in sorted(split.failed)]
         raise NoCertificateError(f"{len(fails)} of {lo.shape[0]} boxes did not come back within "
-                                 f"{max_splits} splits: {'; '.join(fails[:3])}; raise max_splits "
-                                 "or give smaller boxes")  # fmt: skip
+                                 f"{max_splits} splits: {'; '.join(fails[:3])}; "
+                                 f"{split.advice('max_splits')}")  # fmt: skip
     with reusing_replays() as replays:
         try:
             cert = smooth_box_certificate(problem, lo, hi, split, replays)
@@ -497,7 +506,7 @@ def run_smooth_boxes(args, problem, start, n: int, source, t0: float) -> int:
         message = "; ".join(fails[:5]) + (f"; and {len(fails) - 5} more" if len(fails) > 5 else "")
         if fails:
             message = (f"{len(fails)} of {n} boxes did not come back within {budget} splits ("
-                       f"{message}); raise --max-splits or give smaller boxes")  # fmt: skip
+                       f"{message}); {split.advice()}")  # fmt: skip
     verdict, path, complete = "UNDECIDED", None, len(hulls) == n
     if complete and args.out is None:
         verdict = "VERIFIED"
