@@ -370,3 +370,22 @@ def refuse_predicted_orders(monkeypatch) -> None:
         return out
 
     monkeypatch.setattr(float64, "predict_steps", bad)
+
+
+def random_schedule(activation: str, d: int, seed: int, duration: str, pieces: int = 2) -> dict:
+    """A schedule JSON of ``pieces`` pieces of ``duration``: W, A ~ N(0, 1/4) and b ~ N(0, 1),
+    rounded to 3 decimals (drawn piece by piece from ``default_rng(seed)``)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(pieces):
+        W = np.round(rng.standard_normal((d, d)) / 2, 3).tolist()
+        A = np.round(rng.standard_normal((d, d)) / 2, 3).tolist()
+        out.append(
+            {
+                "duration": duration,
+                "W": W,
+                "A": A,
+                "b": np.round(rng.standard_normal(d), 3).tolist(),
+            }
+        )
+    return {"dimension": d, "activation": activation, "pieces": out}

@@ -29,11 +29,7 @@ from certified.models import Schedule
 
 
 def _schedule(activation: str, d: int = 2, seed: int = 5) -> dict:
-    rng = np.random.default_rng(seed)
-    pieces = [{"duration": "1/2", "W": np.round(rng.standard_normal((d, d)) / 2, 3).tolist(),
-               "A": np.round(rng.standard_normal((d, d)) / 2, 3).tolist(),
-               "b": np.round(rng.standard_normal(d), 3).tolist()} for _ in range(2)]  # fmt: skip
-    return {"dimension": d, "activation": activation, "pieces": pieces}
+    return fref.random_schedule(activation, d, seed, "1/2")
 
 
 def test_claim_widening_by_field():

@@ -35,11 +35,7 @@ SIGMA = {"tanh": mpmath.tanh, "sigmoid": lambda z: 1 / (1 + mpmath.exp(-z))}
 
 
 def _spec(activation: str, d: int = 3, seed: int = 7) -> dict:
-    rng = np.random.default_rng(seed)
-    pieces = [{"duration": "1/4", "W": np.round(rng.standard_normal((d, d)) / 2, 3).tolist(),
-               "A": np.round(rng.standard_normal((d, d)) / 2, 3).tolist(),
-               "b": np.round(rng.standard_normal(d), 3).tolist()} for _ in range(2)]  # fmt: skip
-    return {"dimension": d, "activation": activation, "pieces": pieces}
+    return fref.random_schedule(activation, d, seed, "1/4")
 
 
 def _points(d: int = 3, n: int = 3, seed: int = 8) -> np.ndarray:
