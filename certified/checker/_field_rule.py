@@ -22,8 +22,8 @@ from .lohner import MAX_TAYLOR_OPS, SUPPORTED, replay_cost, replay_flow, support
 from .taylor import ReplayError, parse_field
 
 ARITHMETIC = ("arb", "float64")  # hints.arithmetic: how the replay computes (default arb)
-SETS = ("lohner", "doubleton", "zonotope")  # hints.sets: x + C r (default), x + M u + C r
-# (#doubleton) or x + M u + G e (#zonotope, float64 only)
+SETS = ("lohner", "doubleton", "zonotope", "quadratic")  # hints.sets: x + C r (default),
+# x + M u + C r (#doubleton), x + M u + G e (#zonotope) or + Q(u, u)/2 (#quadratic; float64)
 OPTIONAL = ("jacobian_orders", "arithmetic", "sets", "partition")
 _REUSE: list = []  # while a writer reuses its replay: [{key: replay output}] (reusing_replays)
 
@@ -92,8 +92,8 @@ def check_field_flow(instance: Any, claim: Any, hints: Any, budget: list | None 
     if arithmetic == "float64" and (prec != 53 or not supported(field)):
         raise Rejected("hints.arithmetic: float64 needs precision 53 and a field of the "
                        f"operations {', '.join(SUPPORTED)}")  # fmt: skip
-    if sets == "zonotope" and arithmetic != "float64":
-        raise Rejected("hints.sets: zonotope sets are replayed in float64 intervals only "
+    if sets in ("zonotope", "quadratic") and arithmetic != "float64":
+        raise Rejected(f"hints.sets: {sets} sets are replayed in float64 intervals only "
                        "(hints.arithmetic float64)")  # fmt: skip
     # per step: order-K series over every node (twice), order-m duals (d+1 parts, three
     # times), the d x d Lohner algebra; precision scales the word operations

@@ -13,29 +13,14 @@ from __future__ import annotations
 import numpy as np
 from flint import arb
 
+from .duals64 import chain, hyper, pairs, second_order
+from .duals64 import dual_div as _dual_div
+from .duals64 import dual_mul as _dual_mul
 from .ivec import Iv, Series, exp_points, from_arb, matmul, matrix_mr, series_conv
 from .program64 import Program
 from .taylor import ReplayError, _sin_range
 
 __all__ = ["Program", "jets64"]
-
-
-def _dual_mul(a: Iv, b: Iv) -> Iv:
-    """Products of duals ``[a0 b0, a0 b' + a' b0]`` along the last axis."""
-    out = a[..., :1] * b
-    if out.shape[-1] > 1:
-        out[..., 1:].add_into(a[..., 1:] * b[..., :1])
-    return out
-
-
-def _dual_div(a: Iv, b: Iv) -> Iv:
-    """Quotients of duals ``[a0 / b0, (a' - q b') / b0]`` (b0 excludes 0)."""
-    q = a[..., :1] / b[..., :1]
-    out = Iv(np.empty(a.shape), np.empty(a.shape))
-    out[..., :1] = q
-    if a.shape[-1] > 1:
-        out[..., 1:] = (a[..., 1:] - q * b[..., 1:]) / b[..., :1]
-    return out
 
 
 def _conv(A: Iv, B: Iv, k: int, lo: int = 0, hi: int | None = None, w: bool = False) -> Iv:
@@ -113,23 +98,24 @@ def _monotone(op: str, v: Iv) -> Iv:
 
 
 def _elementary(op: str, a0: Iv) -> Iv:
-    """The dual op(a0) at order 0 (a0: duals along the last axis)."""
+    """The dual op(a0) at order 0 (a0: duals along the last axis; second derivatives for
+    second-order duals: exp'' = exp, log'' = -log'^2, sqrt'' = -sqrt'^2 / sqrt,
+    tanh'' = -2 tanh tanh', sigmoid'' = sigmoid' (1 - 2 sigmoid))."""
     y0 = _monotone(op, a0[..., :1])
+    one = Iv(np.ones(y0.shape), np.ones(y0.shape))
     if op == "exp":
-        dy = y0
-    elif op == "log":
-        dy = Iv(np.ones(y0.shape), np.ones(y0.shape)) / a0[..., :1]
-    elif op == "sqrt":
-        dy = Iv(np.ones(y0.shape), np.ones(y0.shape)) / y0.scale(np.float64(2))
-    elif op == "tanh":
-        dy = Iv(np.ones(y0.shape), np.ones(y0.shape)) - y0 * y0
-    else:
-        dy = y0 - y0 * y0
-    out = Iv(np.empty(a0.shape), np.empty(a0.shape))
-    out[..., :1] = y0
-    if a0.shape[-1] > 1:
-        out[..., 1:] = a0[..., 1:] * dy
-    return out
+        return chain(a0, y0, y0, lambda: y0)
+    if op == "log":
+        dy = one / a0[..., :1]
+        return chain(a0, y0, dy, lambda: -(dy * dy))
+    if op == "sqrt":
+        dy = one / y0.scale(np.float64(2))
+        return chain(a0, y0, dy, lambda: -(dy * dy) / y0)
+    if op == "tanh":
+        dy = one - y0 * y0
+        return chain(a0, y0, dy, lambda: -(y0 * dy).scale(np.float64(2)))
+    dy = y0 - y0 * y0
+    return chain(a0, y0, dy, lambda: dy * (one - y0.scale(np.float64(2))))
 
 
 def _series_group(op, args, k, H, Z, gi, n) -> Iv:
@@ -167,39 +153,49 @@ def _series_group(op, args, k, H, Z, gi, n) -> Iv:
 
 
 def jets64(prog: Program, params: Iv, x0: Iv, seeds: Iv | None, order: int,
-           tape: dict | None = None) -> list[Iv]:  # fmt: skip
+           tape: dict | None = None, second: Iv | None = None) -> list[Iv]:  # fmt: skip
     """Coefficients ``X[k]`` (Iv of shape (sets, d, 1 + g)) for k = 0..order of the solutions
     through the boxes ``x0`` (sets, d) with dual parts ``D x_k seeds`` (seeds: (sets, d, g));
     ``tape``, if given, receives the nodes' coefficients ``H`` (order, nodes, sets, 1 + g) and
     the auxiliary series ``Z`` (for ``sensitivity64.theta_adjoint``); the series products are
     then midpoint-radius dot products (:func:`_series_group`), else interval products
-    (:func:`_interval_group`, the flow rule's semantics).
+    (:func:`_interval_group`, the flow rule's semantics). With ``second`` (sets, d, g, g), the
+    seeds' second-order parts, the duals are hyper-duals of 1 + g + g (g + 1) / 2 parts, the last
+    ``D^2 x_k (seeds_a, seeds_b) + D x_k second_ab``, a <= b (:mod:`.duals64`; no tape, no
+    logsumexp).
     Raises ReplayError when an operation leaves its domain or overflows.
     Guarantee: as :func:`certified.checker.taylor.field_jets`, for every set."""
     n, d = x0.shape
     g = 0 if seeds is None else seeds.shape[2]
-    X0 = Iv.zeros((n, d, 1 + g))
+    if second is not None and (tape is not None or not g):
+        raise ValueError("jets64: second-order parts need seeds and no tape")
+    parts = 1 + g + (g * (g + 1) // 2 if second is not None else 0)
+    X0 = Iv.zeros((n, d, parts))
     X0[..., 0] = x0
     if g:
-        X0[..., 1:] = seeds
-    X, H, Z = [X0], Iv.zeros((max(order, 1), prog.size, n, 1 + g)), {}
+        X0[..., 1 : 1 + g] = seeds
+    if second is not None:
+        i, j = pairs(g)
+        X0[..., 1 + g :] = second[..., i, j]
+    X, H, Z = [X0], Iv.zeros((max(order, 1), prog.size, n, parts)), {}
     cv = prog.cvals.copy()  # the constants' values by node (lincomb coefficients)
     cv.lo[prog.pnode], cv.hi[prog.pnode] = params.lo[prog.pparam], params.hi[prog.pparam]
-    for k in range(order):
-        for gi, (op, const, kind, idx, args, value) in enumerate(prog.groups):
-            if const and k:
-                continue
-            out = _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, g, cv, prog.node,
-                         tape is not None)  # fmt: skip
-            if not out.finite():
-                ok = (np.isfinite(out.lo) & np.isfinite(out.hi)).reshape(len(idx), n, -1)
-                r, i = map(int, np.argwhere(~ok.all(axis=2))[0])
-                raise ReplayError(
-                    f"set {i}: node {prog.node[idx[r]]} ({op}) leaves its domain or overflows"
-                )
-            H[k, idx] = out
-        Xk = H[k, prog.outputs]  # (d, n, 1 + g)
-        X.append(Iv(np.swapaxes(Xk.lo, 0, 1), np.swapaxes(Xk.hi, 0, 1)).divide_int(k + 1))
+    with second_order(g if second is not None else 0):
+        for k in range(order):
+            for gi, (op, const, kind, idx, args, value) in enumerate(prog.groups):
+                if const and k:
+                    continue
+                out = _group(op, kind, idx, args, value, k, H, X, Z, gi, params, n, parts - 1,
+                             cv, prog.node, tape is not None)  # fmt: skip
+                if not out.finite():
+                    ok = (np.isfinite(out.lo) & np.isfinite(out.hi)).reshape(len(idx), n, -1)
+                    r, i = map(int, np.argwhere(~ok.all(axis=2))[0])
+                    raise ReplayError(
+                        f"set {i}: node {prog.node[idx[r]]} ({op}) leaves its domain or overflows"
+                    )
+                H[k, idx] = out
+            Xk = H[k, prog.outputs]  # (d, n, parts)
+            X.append(Iv(np.swapaxes(Xk.lo, 0, 1), np.swapaxes(Xk.hi, 0, 1)).divide_int(k + 1))
     if tape is not None:
         tape.update(H=H, Z=Z)
     return X
@@ -314,14 +310,7 @@ def _sin_cos(a0: Iv) -> tuple[Iv, Iv]:
         Iv(s.lo.reshape(shape), s.hi.reshape(shape)),
         Iv(c.lo.reshape(shape), c.hi.reshape(shape)),
     )
-    out = []
-    for y, dy in ((s, c), (c, -s)):
-        o = Iv(np.empty(a0.shape), np.empty(a0.shape))
-        o[..., :1] = y
-        if a0.shape[-1] > 1:
-            o[..., 1:] = a0[..., 1:] * dy
-        out.append(o)
-    return out[0], out[1]
+    return chain(a0, s, c, lambda: -s), chain(a0, c, -s, lambda: -c)
 
 
 def _exp_iv(x: Iv) -> Iv:
@@ -332,6 +321,8 @@ def _exp_iv(x: Iv) -> Iv:
 def _logsumexp(H: Iv, args: np.ndarray, idx: np.ndarray, k: int, Z: dict, gi: int) -> Iv:
     """L = log sum_t exp(a_t), with the softmax weights w_t = exp(a_t - L) as auxiliary series:
     L' = sum_t w_t a_t', w_t' = (a_t' - L') w_t (taylor._logsumexp)."""
+    if hyper():
+        raise ReplayError("logsumexp: not in the second-order (hyper-dual) replay")
     if k == 0:
         V = H[0][args]  # (G, arity, n, 1 + g)
         v = V[..., 0]

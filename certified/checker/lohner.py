@@ -138,16 +138,19 @@ def replay_cost(field, n: int, steps: int, K: int, m: float, prec: int, arithmet
                 sets: str = "lohner") -> int:  # fmt: skip
     """Estimated cost of ``replay_flow`` in arb operations (about 0.1 us each; m: the mean
     variational order; doubletons and zonotopes carry 2d duals, zonotopes up to 16 d
-    generators), proofs/format.md section 7, cost."""
+    generators, quadratic sets hyper-duals and d^4 tensors), proofs/format.md section 7, cost."""
     d = field.dimension
     g = d if sets == "lohner" else 2 * d  # the variational duals
+    if sets == "quadratic":  # hyper-duals: d + d (d + 1) / 2 parts, twice that in products
+        g = d + 3 * d * (d + 1) // 2
     if arithmetic == "float64":  # float64 intervals: numpy calls per step, cells per set
         groups, active, conv = _shape(field)
         calls = 10 * groups * (2 * K + 2 * m + 1) + 15 * min(conv, 4) * (K * K + 2 * m * m)
         cells = 15 * active * (2 * K + (g + 1) * (2 * m + 1)) + 15 * conv * (
             K * K + (g + 1) * m * m
         )
-        gens = 8 * d**3 if sets == "zonotope" else 0  # J G: d x d x 16 d (measured: ~1/2 unit each)
+        gens = 8 * d**3 if sets in ("zonotope", "quadratic") else 0  # J G: d x d x 16 d (~1/2
+        gens += 4 * d**4 if sets == "quadratic" else 0  # unit each); M^T D2 M, A Q: d^4
         return int(steps * (5 * calls + n * (cells // 40 + 8 * d**3 + gens)))
     return int(
         n * steps * (field.cost * (K * K + 3 * (g + 1) * m * m) + 20 * d**3) * (1 + prec // 256)
@@ -195,8 +198,8 @@ def replay_flow(
 
         return replay_flow64(field, pieces, starts, steps, boxes, K, orders, times, apriori,
                              sets)  # fmt: skip
-    if sets == "zonotope":
-        raise ReplayError("zonotope sets are replayed in float64 intervals only")
+    if sets in ("zonotope", "quadratic"):
+        raise ReplayError(f"{sets} sets are replayed in float64 intervals only")
     dbl = sets == "doubleton"
     sets = [LohnerSet.box([a for a, _ in s], [b for _, b in s], dbl) for s in starts]
     out, t, pending = [], fmpq(0), list(times)

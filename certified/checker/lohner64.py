@@ -18,6 +18,7 @@ from flint import arb, fmpq
 
 from .ivec import Iv, check_fpu, from_arb, from_fmpq
 from .jets64 import Program, jets64
+from .quad64 import quadratic_hull
 from .taylor import ReplayError
 
 __all__ = ["GENERATORS", "Sets", "apriori64", "lohner_step64", "replay_flow64"]
@@ -86,12 +87,15 @@ GENERATORS = 16  # a zonotope keeps at most 16 d error generators (bounds.md#zon
 
 class Sets:
     """``centre + C r`` (and ``+ M u``, u in U, for doubletons; ``centre + M u + G e`` for
-    zonotopes, C = I and r = 0 unused) for n sets at once."""
+    zonotopes, C = I and r = 0 unused; ``+ Q(u, u) / 2`` for quadratic sets, Q (n, d, d, d)
+    doubles, :mod:`.quad64`) for n sets at once."""
 
-    __slots__ = ("C", "G", "M", "U", "centre", "r")
+    __slots__ = ("C", "G", "M", "Q", "U", "centre", "r")
 
-    def __init__(self, centre: np.ndarray, C: np.ndarray, r: Iv, M=None, U=None, G=None) -> None:
+    def __init__(self, centre: np.ndarray, C: np.ndarray, r: Iv, M=None, U=None, G=None,
+                 Q=None) -> None:  # fmt: skip
         self.centre, self.C, self.r, self.M, self.U, self.G = centre, C, r, M, U, G
+        self.Q = Q
 
     @classmethod
     def boxes(cls, starts: list[list[tuple[fmpq, fmpq]]], sets: str = "lohner") -> Sets:
@@ -101,8 +105,9 @@ class Sets:
         centre = lo + (hi - lo) / 2  # any doubles: r absorbs the difference
         r, eye = Iv(lo, hi) - _point(centre), np.broadcast_to(np.eye(d), (n, d, d)).copy()
         if sets != "lohner":  # the box as M U with M = I, U fixed; r = 0 (G empty): the errors
-            G = np.zeros((n, d, 0)) if sets == "zonotope" else None
-            return cls(centre, eye, Iv.zeros((n, d)), eye.copy(), r, G)
+            G = np.zeros((n, d, 0)) if sets in ("zonotope", "quadratic") else None
+            Q = np.zeros((n, d, d, d)) if sets == "quadratic" else None
+            return cls(centre, eye, Iv.zeros((n, d)), eye.copy(), r, G, Q)
         return cls(centre, eye, r)
 
     def hull(self, with_centre: bool = False) -> Iv:
@@ -110,6 +115,8 @@ class Sets:
         out = _point(self.centre) + _matvec(self.C, r)
         if self.M is not None:
             out = out + _matvec(self.M, self.U.union_zero() if with_centre else self.U)
+        if self.Q is not None:  # Q(u, u) / 2 (quad64.quadratic_hull)
+            out = out + quadratic_hull(_point(self.Q), self.U.union_zero()).scale_pos(0.5)
         if self.G is not None and self.G.shape[2]:  # |G| 1, rounded up
             w = Iv(np.abs(self.G), np.abs(self.G)).sum(axis=2).hi
             out = out + Iv(-w, w)
@@ -140,6 +147,12 @@ def lohner_step64(prog: Program, params: Iv, S: Sets, h: fmpq, B: Iv, K: int, m:
     e = from_arb([(arb(float(x)) * arb(h)).exp() - 1 for x in L.tolist()]).hi
     VB = ident + Iv(np.broadcast_to(-e[:, None, None], (n, d, d)).copy(),
                     np.broadcast_to(e[:, None, None], (n, d, d)).copy())  # fmt: skip
+    if out is not None:
+        out["L"] = L
+    if S.Q is not None:  # quadratic sets (proofs/bounds.md#quadratic)
+        from .quad64 import quadratic_step
+
+        return quadratic_step(prog, params, S, hb, B, K, m, X, VB)
     # the variational series over B (remainder, seeds V_B) and over X (seeds I), the order-K
     # series at the centres and over B (remainder: the variational call's values if m >= K)
     sB, sX = VB, ident
@@ -152,8 +165,6 @@ def lohner_step64(prog: Program, params: Iv, S: Sets, h: fmpq, B: Iv, K: int, m:
     rem = var[K][:n, :, 0] if m >= K else both[K][n:, :, 0]
     inc = hb * _poly([both[k][:n, :, 0] for k in range(1, K)] + [rem], hb)
     J = _poly([var[k][n:, :, 1 : d + 1] for k in range(m)] + [var[m][:n, :, 1 : d + 1]], hb)
-    if out is not None:
-        out["L"] = L
     centre = S.centre + (inc.lo + inc.hi) / 2  # any doubles
     z = (_point(S.centre) - _point(centre)) + inc
     M = None
@@ -183,14 +194,20 @@ def _zonotope(S: Sets, J: Iv, z: Iv, centre: np.ndarray, M: np.ndarray) -> Sets:
     ``N G e`` in ``G' e + (J G - G') [-1, 1]^m`` with ``G' = mid(J G)``; the step's error box
     (``z``, the spread and rounding) recentred and appended as d new generators ``diag(w)``;
     past GENERATORS d, those of least ``|g|_1 - |g|_inf`` are boxed into d more."""
-    n, d, m = S.G.shape
     G = S.G
-    if m:
+    if G.shape[2]:
         JG = (J[:, :, :, None].scale(G[:, None, :, :])).sum(axis=2)  # (n, d, m)
         G = (JG.lo + JG.hi) / 2  # any doubles
         s = (JG - _point(G)).mag()
         w = Iv(s, s).sum(axis=2).hi
         z = z + Iv(-w, w)
+    return generators(G, z, centre, M, S.U)
+
+
+def generators(G: np.ndarray, z: Iv, centre: np.ndarray, M, U: Iv, Q=None) -> Sets:
+    """The set ``centre' + M u (+ Q(u, u) / 2) + G' e`` with the error box ``centre + z``
+    recentred and appended to G as d generators ``diag(w)``, G' reduced to GENERATORS d."""
+    n, d, _ = G.shape
     shift = (z.lo + z.hi) / 2
     new = centre + shift  # any doubles
     diag = np.zeros((n, d, d))
@@ -205,7 +222,7 @@ def _zonotope(S: Sets, J: Iv, z: Iv, centre: np.ndarray, M: np.ndarray) -> Sets:
         kept = np.take_along_axis(G, np.sort(order[:, cut:], axis=1)[:, None, :], axis=2)
         G = np.concatenate([kept, diag], axis=2)
     eye = np.broadcast_to(np.eye(d), (n, d, d)).copy()
-    return Sets(new, eye, Iv.zeros((n, d)), M, S.U, G)
+    return Sets(new, eye, Iv.zeros((n, d)), M, U, G, Q)
 
 
 def apriori64(prog: Program, params: Iv, S: Sets, hb: Iv, rho: float) -> Iv:

@@ -333,7 +333,7 @@ def certify_flow(
     at 53 bits take the one pass of ``certified flow`` (:mod:`certified.flow.one_pass`): steps
     from a float64 predictor, the claims the checker's own replay of them, the certificate's
     bytes checked with that replay reused. Boxes of those fields at 53 bits, saved at the final
-    time only, take ``certified flow --boxes``'s route (zonotopes split under ``max_splits``,
+    time only, take ``certified flow --boxes``'s route (quadratic sets split under ``max_splits``,
     :func:`certified.flow.taylor.boxes.certify_smooth_boxes`). Everything else (balls, sphere
     fields, ReLU and leaky ReLU schedules, ``prec`` other than 53, ``save_at.steps``, or a pass
     the checker refuses) takes the engine's route: :func:`enclose_flow`, then
@@ -415,7 +415,7 @@ def certify_flow(
 
 
 def _smooth_boxes(problem: Any, X0: Any, prec: int | None, save_at: SaveAt | None) -> bool:
-    """Whether boxes take the zonotope route (as ``certified flow --boxes`` at 53 bits)."""
+    """Whether boxes take the quadratic-set route (as ``certified flow --boxes`` at 53 bits)."""
     from certified.arith import Interval
     from certified.checker.lohner import supported
 

@@ -409,7 +409,7 @@ def _run_field(args, t0: float, schedule=None) -> int:
     start, n = _read_start(args, problem.dimension, "field")
     what = "boxes" if args.boxes is not None else "points"
     source = args.boxes if args.boxes is not None else args.points
-    if what == "boxes" and not ts and args.prec in (None, 53):  # zonotopes, split (issue 18)
+    if what == "boxes" and not ts and args.prec in (None, 53):  # quadratic sets, split (issue 18)
         from certified.checker.lohner import supported
         from certified.flow.taylor.boxes import run_smooth_boxes
 

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from certified.checker.duals64 import unpack
 from certified.checker.ivec import Iv, dn, exp_points, from_fmpq, matmul, matrix_mr, up
 from certified.checker.jets64 import Program, _monotone, jets64
 from certified.checker.lohner import SUPPORTED, replay_flow, supported
@@ -237,3 +238,62 @@ def test_the_reverse_sweep_contains_the_200_bit_gradient(problem, seed):
                 assert (
                     flint.arb(float(got.lo[i, col])) <= g.mid() <= flint.arb(float(got.hi[i, col]))
                 )
+
+
+def _second_reference(field, ps, x, V, W, order):
+    """``D^2 x_k (V_a, V_b) + D x_k W_ab`` at the point x (arb balls, 400 bits): central
+    differences of the first-order jets along V_b (step 2^-100: error ~2^-200) plus the jets
+    seeded with W."""
+    d, g, eps = len(x), V.shape[1], flint.arb(2) ** -100
+    Vs = [[flint.arb(float(V[r, c])) for c in range(g)] for r in range(d)]
+    Ws = [[flint.arb(float(W[r, a, b])) for a in range(g) for b in range(g)] for r in range(d)]
+    base = field_jets(field, ps, x, Ws, order)
+    out = [[[[None] * g for _ in range(g)] for _ in range(d)] for _ in range(order + 1)]
+    for b in range(g):
+        jp = field_jets(field, ps, [x[r] + eps * Vs[r][b] for r in range(d)], Vs, order)
+        jm = field_jets(field, ps, [x[r] - eps * Vs[r][b] for r in range(d)], Vs, order)
+        for k in range(order + 1):
+            for q in range(d):
+                for a in range(g):
+                    fd = (jp[k][q][1 + a] - jm[k][q][1 + a]) / (2 * eps)
+                    out[k][q][a][b] = fd + base[k][q][1 + a * g + b]
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=_SLOW)
+@given(_supported_fields(), st.integers(0, 2**32 - 1))
+def test_hyper_dual_jets_contain_the_second_derivatives(problem, seed):
+    """The second-order parts of jets64 (duals64, rule taylor-lohner's quadratic sets) contain
+    ``D^2 x_k (V_a, V_b) + D x_k W_ab`` at a point, for every operation but logsumexp (which
+    the second-order replay refuses), random seeds V and symmetric W."""
+    field = problem.field.expression
+    d, rng = field.dimension, np.random.default_rng(seed)
+    n, order, g = 2, 4, 2
+    x = rng.uniform(-0.5, 0.5, (n, d))
+    V = rng.normal(size=(n, d, g))
+    W = rng.normal(size=(n, d, g, g))
+    W = W + np.swapaxes(W, 2, 3)
+    with flint.ctx.workprec(53):
+        P = from_fmpq([q for p in problem.pieces[:1] for q in p.values])
+    uses_lse = any(node[0] == "logsumexp" for node in field.nodes)
+    try:
+        got = jets64(Program(field), P, Iv(x, x.copy()), Iv(V, V.copy()), order,
+                     second=Iv(W, W.copy()))  # fmt: skip
+    except ReplayError as exc:
+        assert uses_lse or "leaves its domain" in str(exc), exc
+        return
+    assert not uses_lse
+    with flint.ctx.workprec(400):
+        ps = [flint.arb(v) for v in problem.pieces[0].values]
+        for i in range(n):
+            ref = _second_reference(field, ps, [flint.arb(float(a)) for a in x[i]], V[i], W[i],
+                                    order)  # fmt: skip
+            for k in range(order + 1):
+                full = unpack(got[k][i, :, 1 + g :], g)
+                lo, hi = full.lo, full.hi
+                for q in range(d):
+                    for a in range(g):
+                        for b in range(g):
+                            ball = ref[k][q][a][b]
+                            assert ball.rad() < 1e-40
+                            assert lo[q, a, b] <= ball.mid() <= hi[q, a, b], (k, q, a, b)

@@ -192,11 +192,11 @@ def test_sphere_field_takes_the_engine_route(routes):
         api.certify_flow(problem, np.array([[1.0, 1.0, 0.0]]))
 
 
-def test_boxes_take_the_zonotope_route_and_relu_the_engine_route(routes):
+def test_boxes_take_the_quadratic_route_and_relu_the_engine_route(routes):
     spec = _spec("tanh")
     lo = _points(n=1)
     _, cert = api.certify_flow(Schedule.from_json(spec), Interval(lo, lo + 1e-3))
-    assert routes[0].calls == 0 and cert["hints"]["sets"] == "zonotope"  # certified flow --boxes
+    assert routes[0].calls == 0 and cert["hints"]["sets"] == "quadratic"  # certified flow --boxes
     assert check_certificate(cert).verified
     relu = Schedule.from_json({**spec, "activation": "relu"})
     _, cert = api.certify_flow(relu, _points(n=2))

@@ -59,8 +59,8 @@ def _contains(problem, lo, hi, enc_lo, enc_hi, n, seed=0):
 
 @pytest.fixture(scope="module")
 def split_case():
-    """Three tanh boxes of side 0.2 in d = 3 (1.5 time units), split under a budget of 4 (12
-    splits bring the widths from 1.9-2.6x to 1.5-1.8x their linear part: the same paths), and
+    """Three tanh boxes of side 0.2 in d = 3 (1.5 time units), split under a budget of 4
+    (quadratic sets: 2 splits bring the widths from 1.2-2.3x to 1.2-1.5x their linear part), and
     their certificate (built once)."""
     P = neural_field(Schedule.from_json(_spec("tanh", 3, seed=4)))
     c = np.random.default_rng(1).uniform(-1, 1, (3, 3))
@@ -97,7 +97,7 @@ def _tampered(cert, fn):
     return check_certificate(json.loads(json.dumps(out)))
 
 
-def test_certify_flow_takes_the_zonotope_route_for_boxes(split_case):
+def test_certify_flow_takes_the_box_route_for_boxes(split_case):
     """The Python API on boxes of a smooth field at 53 bits: the same sub-boxes and claims as
     the command's route (split_smooth_boxes + smooth_box_certificate), VERIFIED, containing the
     sampled images; a box that does not come back raises NoCertificateError naming it; a bad
@@ -108,7 +108,7 @@ def test_certify_flow_takes_the_zonotope_route_for_boxes(split_case):
 
     P, lo, hi, _, cert = split_case
     res, api_cert = certify_flow(P, Interval(lo, hi), max_splits=4)
-    assert api_cert["claim"] == cert["claim"] and api_cert["hints"]["sets"] == "zonotope"
+    assert api_cert["claim"] == cert["claim"] and api_cert["hints"]["sets"] == "quadratic"
     assert check_certificate(json.loads(json.dumps(api_cert))).verified
     for i in range(3):
         assert _contains(P, lo[i], hi[i], res.final.lo[i], res.final.hi[i], 60, seed=i) == []
@@ -144,7 +144,7 @@ def test_tampered_partition_is_rejected(split_case):
         assert not verdict.verified and why in verdict.reason, (fn.__name__, verdict.reason)
     verdict = _tampered(cert, lambda h: h.update(sets="tripleton"))
     assert not verdict.verified and "hints.sets" in verdict.reason
-    assert cert["hints"]["sets"] == "zonotope"
+    assert cert["hints"]["sets"] == "quadratic"
     verdict = _tampered(cert, lambda h: h.update(arithmetic="arb"))
     assert not verdict.verified and "float64 intervals only" in verdict.reason
 
@@ -199,22 +199,24 @@ def _q(a: arb) -> fmpq:
           suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
 @given(st.sampled_from(["tanh", "sigmoid"]), st.integers(0, 10**6),
        st.sampled_from([1e-6, 1e-2, 0.1]),
-       st.sampled_from(["arb", "doubleton", "zonotope"]))  # fmt: skip
+       st.sampled_from(["arb", "doubleton", "zonotope", "quadratic"]))  # fmt: skip
 @example("tanh", 4, 0.1, "arb")  # the arb doubleton step, a wide box
 @example("sigmoid", 7, 1e-2, "doubleton")  # the float64 replay
 @example("tanh", 4, 0.1, "zonotope")  # float64 zonotope: 64 generators boxed down to 32
+@example("tanh", 4, 0.1, "quadratic")  # quadratic sets, their generators reduced likewise
+@example("sigmoid", 11, 1e-6, "quadratic")  # a tiny box: the rounding terms dominate
 def test_box_replays_contain_the_reference(act, seed, side, path):
     """The checker's doubleton replay (arb step, or the float64 replay with the factors it
-    picks) and its zonotope replay (float64, steps of 1/64: the generators pass 16 d and are
-    reduced) of a small box contain the 50-digit images of its corners and samples. CI: the
-    three pinned examples and two drawn; the thorough profile draws 100 (every activation, side
-    and path many times over)."""
+    picks), its zonotope replay and its quadratic replay (float64, steps of 1/64: the
+    generators pass 16 d and are reduced) of a small box contain the 50-digit images of its
+    corners and samples. CI: the five pinned examples and two drawn; the thorough profile draws
+    100 (every activation, side and path many times over)."""
     spec = _spec(act, 2, seed, pieces=2, duration="1/4")
     P = neural_field(Schedule.from_json(spec))
     c = np.random.default_rng(seed).uniform(-1, 1, 2)
     lo, hi = c - side / 2, c + side / 2
     start = [list(zip(to_fmpq_array(lo, "lo"), to_fmpq_array(hi, "hi"), strict=True))]
-    per = 16 if path == "zonotope" else 4
+    per = 16 if path in ("zonotope", "quadratic") else 4
     steps = [[fmpq(1, 4 * per)] * per for _ in P.pieces]
     field = P.field.expression
     with ctx.workprec(53):
@@ -270,6 +272,44 @@ def test_zonotope_is_tighter_than_the_doubleton_at_the_users_size(monkeypatch):
         split = split_smooth_boxes(P, lo, hi, max_splits=0)
         ratios[kind] = [split.ratio(i) if i in split.trees else np.inf for i in range(3)]
     assert max(ratios["zonotope"]) < 1.5 and min(ratios["doubleton"]) > 3, ratios
+
+
+def test_quadratic_sets_are_tighter_than_the_zonotope_at_the_users_size(monkeypatch):
+    """Issue 18's instance (d = 8, eight pieces of 1/2, tanh), three boxes of side 0.03, no
+    splits: the zonotope's first-order spread term makes them 2.8-5.6x their linear part, the
+    quadratic sets carry the curvature as a point tensor and leave third-order errors: 1.17-1.29x
+    (measured)."""
+    from certified.flow.bench_certificates import instance
+    from certified.flow.taylor import boxes
+
+    spec, X = instance("tanh", 0, 3)
+    P = neural_field(Schedule.from_json(spec))
+    lo, hi = X - 0.015, X + 0.015
+    ratios = {}
+    for kind in ("zonotope", "quadratic"):
+        monkeypatch.setattr(boxes, "SETS", kind)
+        split = split_smooth_boxes(P, lo, hi, max_splits=0)
+        assert split.sets == kind
+        ratios[kind] = [split.ratio(i) if i in split.trees else np.inf for i in range(3)]
+    assert max(ratios["quadratic"]) < 1.4 and min(ratios["zonotope"]) > 2.5, ratios
+
+
+def test_fields_with_logsumexp_take_the_zonotope():
+    """The second-order replay has no logsumexp: boxes of such fields are zonotopes (and a
+    quadratic certificate of one is refused by the replay, not trusted)."""
+    from certified.checker.lohner64 import Sets
+    from certified.checker.taylor import ReplayError
+    from certified.fields import logsumexp, read_field
+    from certified.flow.taylor.boxes import sets_for
+
+    lse = field(2, lambda x, p: [logsumexp([x[0], x[1]]) - x[0], x[0] - x[1]])
+    assert sets_for(lse.expression) == "zonotope"
+    assert sets_for(read_field("lorenz", time="1/8").field.expression) == "quadratic"
+    start = [[(fmpq(0), fmpq(1, 100)), (fmpq(1, 2), fmpq(51, 100))]]
+    with ctx.workprec(53), pytest.raises(ReplayError, match="logsumexp"):
+        replay_flow(lse.expression, [(fmpq(1, 8), [])], start, [[fmpq(1, 8)]], None, 8, 4,
+                    [fmpq(1, 8)], None, "float64", [[None]], "quadratic")  # fmt: skip
+    assert Sets.boxes(start, "quadratic").Q.shape == (1, 2, 2, 2)
 
 
 def test_cli_boxes_verified_and_bad_budget_refused(tmp_path, capsys):

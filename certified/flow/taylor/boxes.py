@@ -1,35 +1,34 @@
-"""Boxes of smooth flows (tanh, sigmoid, any expression field) as zonotopes, split adaptively
-(issue 18 item 3, smooth side).
+"""Boxes of smooth flows (tanh, sigmoid, any expression field) as quadratic sets, split
+adaptively (issue 18 item 3, smooth side).
 
-A box is carried as the zonotope ``x^ + M u + G e`` (proofs/bounds.md#zonotope): u ranges over
-the initial box's radii and never changes, M follows ``DPhi`` at the centre, and the errors of
-each step (the spread of the variational enclosure J over the set, the Taylor remainder) become
-d new generators of G, carried by point matrices afterwards (at most 16 d, the smallest boxed).
-Neither the image of the box nor the errors are wrapped step by step: in the linear regime the
-hull is within ~1.2x of the true image's. What remains is the mean value form's error, quadratic
-in the box's width; where it makes a sub-box's enclosure wider than ``ratio`` times its linear
-part ``|M| rad(U)``, the sub-box is bisected (across the input axis that contributes most to the
-image) while the budget ``max_splits`` lasts, worst first.
+A box is carried as the quadratic set ``x^ + M u + Q(u, u)/2 + G e`` (proofs/bounds.md#quadratic;
+the zonotope ``x^ + M u + G e`` of #zonotope for fields with logsumexp): u ranges over the
+initial box's radii and never changes, M follows ``DPhi`` at the centre, Q its second derivative
+(a point tensor), and the errors of each step (third order in the box's width, the Taylor
+remainder, rounding) become d new generators of G, carried by point matrices afterwards (at
+most 16 d, the smallest boxed). Neither the image of the box nor its curvature is wrapped step
+by step. Where a sub-box's enclosure is wider than ``ratio`` times its linear part
+``|M| rad(U)``, it is bisected (across the input axis that contributes most to the image; a
+sub-box 64x past its linear part, or failed, across every axis at once) while the budget
+``max_splits`` lasts, worst first.
 
 Untrusted: the steps come from the engine run on the centres, each sub-box is advanced by the
 checker's own float64 step (:func:`certified.checker.lohner64.lohner_step64`), and the claims
 are the checker's replay of the final sub-boxes; the certificate carries ``hints.partition``
-(certified/checker/_partition.py) and ``hints.sets`` "zonotope". A box whose sub-boxes still
-fail (the a priori enclosure), or is still over TOO_WIDE times its linear part when the budget
-is spent, is named with the failing sub-box and the reason, and left out of the certificate;
-the others come back.
+(certified/checker/_partition.py) and ``hints.sets``. A box whose sub-boxes still fail (the a
+priori enclosure), or is still over TOO_WIDE times its linear part when the budget is spent, is
+named with the failing sub-box and the reason, and left out of the certificate; the others come
+back.
 
 Reach (issue 18's instance, d = 8, T = 4, README for the measured table): the doubleton sets
-before (``x^ + M u + C r``, hints.sets "doubleton", still checked) lost tanh boxes above side
-0.005-0.01 because their error part C r was wrapped at every step by the row sums of
-``|Q^T J C|`` (1.2-1.3 per step of 3/64, a factor 2-3 per piece, where the flow's own growth is
-about 1) and fed the hull X and the spread of J in turn. What limits the zonotope is the first-
-order spread term ``(J M - M') U``: it overestimates the true second-order term
-``D^2 Phi_h (M u, M u) / 2`` about 30x (the spread of J over the whole hull X: the mean value's
-2x on each side, absolute values over the input axes and over the neurons), quadratic in the
-side, so past side about 0.03 (tanh) the sub-boxes multiply. Second-order sets
-(``x^ + M u + Q(u, u)/2 + G e``, the curvature a point tensor, the error third order: an
-enclosure of D^2 Phi_h over X in the checker's jets, not available there) are the next step.
+(``x^ + M u + C r``, hints.sets "doubleton", still checked) lost tanh boxes above side
+0.005-0.01 (their error part C r wrapped at every step); the zonotopes (still checked) above
+side 0.02-0.05, their first-order spread term ``(J M - M') U`` overestimating the curvature
+``D^2 Phi_h (M u, M u) / 2`` ~30x, quadratic in the side. Quadratic sets carry that term
+exactly: a tanh box of side 0.05 comes back at 4.5x its linear part without splits (zonotope
+2.3e13x). What limits them is the third-order rest, which grows with the hull (a tanh box of
+side 0.1 needs its 2^8 halves), and their cost: hyper-dual jets, about 5x a zonotope's step, so
+a file holds fewer sub-boxes (the checker's replay limit).
 """
 
 from __future__ import annotations
@@ -58,7 +57,8 @@ BOX_ORDER = 12  # the Taylor order of box steps at most (the engine's at the cen
 # 20, 12, 10 give the same widths to 6 digits, order 12 a third less time)
 JACOBIAN_ORDER = 6  # the variational order of every step (below 6 its remainder over the a priori
 # box dominates the spread of J on the issue-18 tanh boxes; above, no gain)
-SETS = "zonotope"  # hints.sets of box certificates (proofs/bounds.md#zonotope)
+SETS = "quadratic"  # hints.sets of box certificates (proofs/bounds.md#quadratic; "zonotope",
+# #zonotope, for fields with logsumexp, which the second-order replay does not take)
 RATIO = 1.5  # split a sub-box whose width exceeds RATIO times its linear part's
 TOO_WIDE = 100.0  # after the budget, a sub-box over TOO_WIDE times its linear part fails its box
 
@@ -92,6 +92,7 @@ class SmoothBoxes:
     splits: int = 0
     linear: np.ndarray | None = None  # (n_leaves,) max width of each leaf's linear part
     limit: int = 0  # the sub-boxes a file holds (the checker's replay limit), when it stopped us
+    sets: str = SETS  # hints.sets: how the leaves were advanced (and are replayed)
 
     def advice(self, splits: str = "--max-splits") -> str:
         """What to do about the boxes that did not come back."""
@@ -134,6 +135,14 @@ class _PlanError(Exception):
     pass
 
 
+def sets_for(field) -> str:
+    """hints.sets for boxes of ``field``: SETS, or "zonotope" where quadratic sets cannot go
+    (logsumexp has no second-order form in the replay)."""
+    if SETS == "quadratic" and any(node[0] == "logsumexp" for node in field.nodes):
+        return "zonotope"
+    return SETS
+
+
 def _advance(problem, leaves: list[_Leaf], steps, K: int) -> None:
     """Advance the leaves by the checker's float64 zonotope step; a leaf whose step fails at
     every a priori factor (or whose basis is singular) gets ``why`` and no enclosure."""
@@ -152,7 +161,7 @@ def _advance(problem, leaves: list[_Leaf], steps, K: int) -> None:
     starts = [[(to_fmpq(a), to_fmpq(b)) for a, b in zip(x.lo, x.hi, strict=True)] for x in leaves]
     alive = np.arange(len(leaves))
     with precision(53), np.errstate(all="ignore"):
-        S = Sets.boxes(starts, SETS)
+        S = Sets.boxes(starts, sets_for(problem.field.expression))
         for j, piece in enumerate(problem.pieces):
             P = from_arb([arb(v) for v in piece.values])
             for s, h in enumerate(steps[j]):
@@ -216,8 +225,9 @@ def _most_leaves(problem, steps, K: int) -> int:
     from certified.checker.lohner import MAX_TAYLOR_OPS, replay_cost
 
     field, total = problem.field.expression, sum(len(s) for s in steps)
-    one = replay_cost(field, 1, total, K, JACOBIAN_ORDER, 53, "float64", SETS)
-    per = replay_cost(field, 2, total, K, JACOBIAN_ORDER, 53, "float64", SETS) - one
+    kind = sets_for(field)
+    one = replay_cost(field, 1, total, K, JACOBIAN_ORDER, 53, "float64", kind)
+    per = replay_cost(field, 2, total, K, JACOBIAN_ORDER, 53, "float64", kind) - one
     return max(1, int((MAX_TAYLOR_OPS - one) / max(per, 1)))
 
 
@@ -229,7 +239,8 @@ def _subset(S, keep):
 
     M = None if S.M is None else S.M[keep]
     G = None if S.G is None else S.G[keep]
-    return type(S)(S.centre[keep], S.C[keep], sub(S.r), M, sub(S.U), G)
+    Q = None if S.Q is None else S.Q[keep]
+    return type(S)(S.centre[keep], S.C[keep], sub(S.r), M, sub(S.U), G, Q)
 
 
 def _width(leaf: _Leaf) -> float:
@@ -246,10 +257,11 @@ def _bad(leaf: _Leaf, ratio: float) -> float:
 _tree = partition_tree  # one writer of hints.partition trees (flow/relu/_split.py)
 
 
-def _split(leaf: _Leaf, k: int) -> list[_Leaf] | None:
-    """2^k sub-boxes: halves across the input axis contributing most to the image, each halved
-    again across the next axis, k times (fewer when a side cannot be cut); None if none."""
-    w = leaf.weights if leaf.weights is not None else leaf.hi - leaf.lo
+def _split(leaf: _Leaf, k: int, isotropic: bool = False) -> list[_Leaf] | None:
+    """2^k sub-boxes: halves across the input axis contributing most to the image (the longest
+    side if ``isotropic``: far from its linear part, the errors come from every axis), each
+    halved again across the next axis, k times (fewer when a side cannot be cut); None if none."""
+    w = leaf.hi - leaf.lo if leaf.weights is None or isotropic else leaf.weights
     out = [leaf]
     for axis in np.argsort(-w, kind="stable")[:k]:
         parts = [_bisect(x, int(axis)) for x in out]
@@ -300,10 +312,14 @@ def split_smooth_boxes(
             room = min(max_splits - splits, most - len(leaves) - len(new))
             capped |= most - len(leaves) - len(new) < 1 <= max_splits - splits  # the file is full
             # far from its linear part: several axes at once (fewer rounds, same budget)
-            k = 1 if _bad(leaf, ratio) < 4 * ratio else 2 if _bad(leaf, ratio) < 64 else 3
+            # (a leaf 64x past its linear part or failed: every axis at once, the longest sides
+            # first; on issue 18's tanh boxes of side 0.1 no split of 4 or 6 axes comes back,
+            # the 2^8 halves all do)
+            far = _bad(leaf, ratio) >= 64
+            k = 1 if _bad(leaf, ratio) < 4 * ratio else leaf.lo.size if far else 2
             while k > 1 and 2**k - 1 > room:
                 k -= 1
-            parts = _split(leaf, k) if room > 0 else None
+            parts = _split(leaf, k, isotropic=far) if room > 0 else None
             if parts is None:
                 continue
             leaves.remove(leaf)
@@ -315,7 +331,8 @@ def split_smooth_boxes(
         leaves += new
     out = SmoothBoxes(lo=np.zeros((0, lo.shape[1])), hi=np.zeros((0, lo.shape[1])),
                       owner=np.zeros(0, dtype=int), enc_lo=None, enc_hi=None,
-                      steps=steps, order=K, splits=splits, limit=most if capped else 0)  # fmt: skip
+                      steps=steps, order=K, splits=splits, limit=most if capped else 0,
+                      sets=sets_for(problem.field.expression))  # fmt: skip
     kept, out.failed = [], dict(bad)
     for i in range(lo.shape[0]):
         if i in bad:
@@ -406,7 +423,7 @@ def smooth_box_certificate(problem, lo: np.ndarray, hi: np.ndarray, split: Smoot
             ],
             "arithmetic": "float64",
             "apriori": "search",
-            "sets": SETS,
+            "sets": split.sets,
             "partition": trees,
         },
     }
@@ -471,7 +488,7 @@ def certify_smooth_boxes(problem, lo: np.ndarray, hi: np.ndarray,
         (str(problem.total_time),),
         Interval(L, H),
         FlowStatus.SUCCESS,
-        hints={"method": "taylor-lohner", "sets": SETS, "splits": split.splits},
+        hints={"method": "taylor-lohner", "sets": split.sets, "splits": split.splits},
     )
     return result, cert
 
