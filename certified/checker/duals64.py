@@ -50,22 +50,21 @@ def unpack(x: Iv, g: int) -> Iv:
 
 
 def _sym(a: Iv, b: Iv) -> Iv:
-    """``a'_i b'_j + a'_j b'_i`` for the pairs i <= j (a, b: first parts (..., g))."""
+    """``a'_i b'_j + a'_j b'_i`` for the pairs i <= j (a, b: first parts (..., g)), from the
+    products ``a'_i b'_j`` of all pairs."""
     i, j = pairs(a.shape[-1])
-    return a[..., i] * b[..., j] + a[..., j] * b[..., i]
+    p = a[..., :, None] * b[..., None, :]
+    return p[..., i, j] + p[..., j, i]
 
 
 def dual_mul(a: Iv, b: Iv) -> Iv:
     """Products ``[a0 b0, a0 b' + a' b0, a0 b'' + a'' b0 + a' b'^T + b' a'^T]``."""
     out = a[..., :1] * b
     if out.shape[-1] > 1:
+        out[..., 1:].add_into(a[..., 1:] * b[..., :1])
         g = _SECOND.get()
-        f = slice(1, 1 + g) if g else slice(1, None)
-        out[..., f].add_into(a[..., f] * b[..., :1])
         if g:
-            s = slice(1 + g, None)
-            out[..., s].add_into(a[..., s] * b[..., :1])
-            out[..., s].add_into(_sym(a[..., f], b[..., f]))
+            out[..., 1 + g :].add_into(_sym(a[..., 1 : 1 + g], b[..., 1 : 1 + g]))
     return out
 
 
