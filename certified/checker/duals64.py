@@ -22,7 +22,8 @@ _SECOND: ContextVar[int] = ContextVar("second_order_duals", default=0)
 
 @contextmanager
 def second_order(g: int):
-    """Duals with g first-order and g x g second-order parts (per thread: a ContextVar)."""
+    """Duals with g first-order and g (g + 1) / 2 second-order parts (per thread: a
+    ContextVar, reset on exceptions)."""
     token = _SECOND.set(g)
     try:
         yield

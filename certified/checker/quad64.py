@@ -16,6 +16,7 @@ import numpy as np
 from .duals64 import unpack
 from .ivec import Iv
 from .jets64 import jets64
+from .taylor import ReplayError
 
 __all__ = ["quadratic_hull", "quadratic_step"]
 
@@ -118,4 +119,6 @@ def quadratic_step(prog, params, S, hb: Iv, B: Iv, K: int, m: int, X: Iv, VB: Iv
         z1 = z1 + _lagrange(D2, eta, MU)
     z2 = z2 + _lagrange(D2, eta, MU)
     z = Iv(np.maximum(z1.lo, z2.lo), np.minimum(z1.hi, z2.hi))
+    if not (z.lo <= z.hi).all():  # both contain the rest: only an error elsewhere empties it
+        raise ReplayError(f"set {int(np.argwhere(~(z.lo <= z.hi))[0, 0])}: empty error box")
     return generators(G, z, S.centre + _mid(inc), M2, U, Q2)
