@@ -116,7 +116,7 @@ RULE_ALLOWANCES: dict[str, int] = {
     # summary names the boxes and their sub-boxes)
     "quadratic": 234,  # issue 18 (smooth boxes of side 0.05-0.1): hints.sets "quadratic",
     # x + M u + Q(u, u)/2 + G e (bounds.md#quadratic): quad64.py (124, the step), duals64.py
-    # (101: hyper-duals, the dual products moved out of jets64.py, -9 net there with the
+    # (100: hyper-duals, the dual products moved out of jets64.py, -9 net there with the
     # second-order jets), lohner64.py +17 (Q in Sets and the hull, the dispatch, generators
     # shared), its cost and dispatch (lohner.py +3, _field_rule.py 0)
     "_relu_mv_rule.py": 256,  # issue 18: boxes of rule relu-vectorised in mean-value form
