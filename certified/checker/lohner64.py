@@ -18,7 +18,7 @@ from flint import arb, fmpq
 
 from .ivec import Iv, check_fpu, from_arb, from_fmpq
 from .jets64 import Program, jets64
-from .quad64 import quadratic_hull
+from .quad64 import quadratic_hull, spread
 from .taylor import ReplayError
 
 __all__ = ["GENERATORS", "Sets", "apriori64", "lohner_step64", "replay_flow64"]
@@ -198,9 +198,7 @@ def _zonotope(S: Sets, J: Iv, z: Iv, centre: np.ndarray, M: np.ndarray) -> Sets:
     if G.shape[2]:
         JG = (J[:, :, :, None].scale(G[:, None, :, :])).sum(axis=2)  # (n, d, m)
         G = (JG.lo + JG.hi) / 2  # any doubles
-        s = (JG - _point(G)).mag()
-        w = Iv(s, s).sum(axis=2).hi
-        z = z + Iv(-w, w)
+        z = z + spread(JG, G)
     return generators(G, z, centre, M, S.U)
 
 

@@ -18,7 +18,7 @@ from .ivec import Iv
 from .jets64 import jets64
 from .taylor import ReplayError
 
-__all__ = ["quadratic_hull", "quadratic_step"]
+__all__ = ["quadratic_hull", "quadratic_step", "spread"]
 
 
 def _p(x: np.ndarray) -> Iv:
@@ -47,7 +47,7 @@ def _row_tensor(M: np.ndarray, T: Iv) -> Iv:
     return TM[:, :, :, None, :].scale(M[:, None, :, :, None]).sum(axis=2)  # (n, i, c, e)
 
 
-def _spread(P: Iv, mid: np.ndarray) -> Iv:
+def spread(P: Iv, mid: np.ndarray) -> Iv:
     """``(P - mid) [-1, 1]^m`` summed over the generators: ``+/- |P - mid| 1``."""
     s = (P - _p(mid)).mag()
     w = Iv(s, s).sum(axis=2).hi
@@ -112,7 +112,7 @@ def quadratic_step(prog, params, S, hb: Iv, B: Iv, K: int, m: int, X: Iv, VB: Iv
         AG = A[:, :, :, None].scale(G[:, None, :, :]).sum(axis=2)
         JG = J[:, :, :, None].scale(G[:, None, :, :]).sum(axis=2)
         G = _mid(AG)
-        z1, z2 = z + _spread(AG, G), z + _spread(JG, G)
+        z1, z2 = z + spread(AG, G), z + spread(JG, G)
         w = Iv(np.abs(S.G), np.abs(S.G)).sum(axis=2).hi
         z1 = z1 + _lagrange(D2, eta + Iv(-w, w), MU)
     else:
