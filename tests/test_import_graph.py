@@ -161,6 +161,8 @@ NUMPY_IN_CHECKER = {
     "certified.checker.jets64": "proofs/checker_soundness.md#float-intervals",
     "certified.checker.program64": "proofs/checker_soundness.md#float-intervals",
     "certified.checker.lohner64": "proofs/checker_soundness.md#float-intervals",
+    "certified.checker.duals64": "proofs/bounds.md#quadratic",
+    "certified.checker.quad64": "proofs/bounds.md#quadratic",
     "certified.checker.sensitivity64": "proofs/training.md#sensitivity64",
 }
 

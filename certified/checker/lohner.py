@@ -141,8 +141,8 @@ def replay_cost(field, n: int, steps: int, K: int, m: float, prec: int, arithmet
     generators, quadratic sets hyper-duals and d^4 tensors), proofs/format.md section 7, cost."""
     d = field.dimension
     g = d if sets == "lohner" else 2 * d  # the variational duals
-    if sets == "quadratic":  # hyper-duals: d + d (d + 1) / 2 parts, and their products
-        g = d + d * (d + 1)
+    if sets == "quadratic":  # hyper-duals (d + d (d + 1) / 2 parts, their products), twice,
+        g = d + 5 * d * (d + 1) // 2
     if arithmetic == "float64":  # float64 intervals: numpy calls per step, cells per set
         groups, active, conv = _shape(field)
         calls = 10 * groups * (2 * K + 2 * m + 1) + 15 * min(conv, 4) * (K * K + 2 * m * m)
@@ -150,7 +150,7 @@ def replay_cost(field, n: int, steps: int, K: int, m: float, prec: int, arithmet
             K * K + (g + 1) * m * m
         )
         gens = 8 * d**3 if sets in ("zonotope", "quadratic") else 0  # J G: d x d x 16 d (~1/2
-        gens += 3 * d**4 // 2 if sets == "quadratic" else 0  # unit each); M^T D2 M, A Q: d^4
+        gens += d**4 if sets == "quadratic" else 0  # unit each); A Q, the rest's hulls: d^4
         return int(steps * (5 * calls + n * (cells // 40 + 8 * d**3 + gens)))
     return int(
         n * steps * (field.cost * (K * K + 3 * (g + 1) * m * m) + 20 * d**3) * (1 + prec // 256)

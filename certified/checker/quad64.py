@@ -3,9 +3,9 @@
 hints.sets "quadratic" (proofs/bounds.md#quadratic): a zonotope of :mod:`.lohner64` whose
 curvature is carried as a point tensor Q (sets, d, d, d) in the initial box's coordinates u,
 so that the part of a step's error that is second order in the box's width is not boxed: with
-``A = D Phi_h(x^)`` (the variational series at the centre) and ``D2 ⊇ D^2 Phi_h(X)`` over the
-hull X (hyper-dual jets, :mod:`.duals64`, remainder over the a priori box B with seeds
-``(V_B, W_B)``), ``M' = mid(A M)``, ``Q'_i = mid(sum_l A_il Q_l + M^T H_i M)`` (H = mid D2),
+``A = D Phi_h(x^)`` (the variational series at the centre), ``D2M ⊇ M^T D^2 Phi_h(X) M`` and
+``D2 ⊇ D^2 Phi_h(X)`` over the hull X (hyper-dual jets, :mod:`.duals64`, seeded with M, resp. I,
+remainder over the a priori box B), ``M' = mid(A M)``, ``Q' = mid(A Q + mid D2M)``,
 ``G' = mid(A G)``; what the midpoints drop and the third-order terms of the Lagrange form become
 the step's error box, appended to G as in #zonotope."""
 
@@ -39,12 +39,6 @@ def quadratic_hull(Q: Iv, U: Iv) -> Iv:
     terms = Q * UU[:, None, :, :]
     flat = Iv(terms.lo.reshape(n, Q.shape[1], g * g), terms.hi.reshape(n, Q.shape[1], g * g))
     return flat.sum(axis=2)
-
-
-def _row_tensor(M: np.ndarray, T: Iv) -> Iv:
-    """``M^T T_i M`` for every set and row i (M (n, d, g) doubles, T (n, d, d, d)): (n, d, g, g)."""
-    TM = T[:, :, :, :, None].scale(M[:, None, None, :, :]).sum(axis=3)  # (n, i, a, c)
-    return TM[:, :, :, None, :].scale(M[:, None, :, :, None]).sum(axis=2)  # (n, i, c, e)
 
 
 def spread(P: Iv, mid: np.ndarray) -> Iv:
@@ -81,34 +75,46 @@ def quadratic_step(prog, params, S, hb: Iv, B: Iv, K: int, m: int, X: Iv, VB: Iv
     # A = D Phi_h(x^): the variational series at the centres, remainder over B with seeds V_B
     va = jets64(prog, params, _stack(B, centre), _stack(VB, _p(eye)), m)
     A = _poly([va[k][n:, :, 1:] for k in range(m)] + [va[m][:n, :, 1:]], hb)
-    # W_B ⊇ D^2 Phi_t(x)(e_a, e_b) over t in [0, h], x in X: [0, h] V_B D^2 f(B)(V_B, V_B)
-    zero = Iv.zeros((n, d, d, d))
-    d2f = unpack(jets64(prog, params, B, VB, 1, second=zero)[1][..., 1 + d :], d)
-    WB = (VB[:, :, :, None, None] * d2f[:, None]).sum(axis=2) * Iv(np.zeros(1), hb.hi)
-    # D2 ⊇ D^2 Phi_h(X): the hyper-dual series over X, remainder over B with seeds (V_B, W_B)
+    # W_B ⊇ D^2 Phi_t(x)(e_a, e_b) and W_M ⊇ D^2 Phi_t(x)(M e_a, M e_b) over t in [0, h], x in
+    # X: [0, h] V_B D^2 f(B)(V_B ., V_B .), resp. (V_B M ., V_B M .) (order-1 hyper-duals over B)
+    zero, h0 = Iv.zeros((n, d, d, d)), Iv(np.zeros(1), hb.hi)
+    VBM = VB[:, :, :, None].scale(S.M[:, None, :, :]).sum(axis=2)
+    W = []
+    for seeds in (VB, VBM):
+        d2f = unpack(jets64(prog, params, B, seeds, 1, second=zero)[1][..., 1 + d :], d)
+        W.append((VB[:, :, :, None, None] * d2f[:, None]).sum(axis=2) * h0)
+    WB, WM = W
+    # D2M ⊇ M^T D^2 Phi_h(X) M: the hyper-dual series over X with seeds M, remainder over B with
+    # seeds (V_B M, W_M): the curvature in the box's coordinates, each neuron's rank-one term
+    # kept (M^T D2 M in interval products would sum |M| over the input axes)
+    W2 = Iv(np.concatenate([WM.lo, zero.lo]), np.concatenate([WM.hi, zero.hi]))
+    hv = jets64(prog, params, _stack(B, X), _stack(VBM, _p(S.M)), m, second=W2)
+    D2M = unpack(_poly([hv[k][n:, :, 1 + d :] for k in range(m)] + [hv[m][:n, :, 1 + d :]], hb), d)
+    HM = _mid(D2M)
+    # D2 ⊇ D^2 Phi_h(X), J ⊇ D Phi_h(X) (state coordinates, for the third-order rest E2 and the
+    # generators' spread): the same series with seeds (I, 0) over X, (V_B, W_B) over B
     W2 = Iv(np.concatenate([WB.lo, zero.lo]), np.concatenate([WB.hi, zero.hi]))
-    hv = jets64(prog, params, _stack(B, X), _stack(VB, _p(eye)), m, second=W2)
-    D2 = unpack(_poly([hv[k][n:, :, 1 + d :] for k in range(m)] + [hv[m][:n, :, 1 + d :]], hb), d)
-    H = _mid(D2)
+    hx = jets64(prog, params, _stack(B, X), _stack(VB, _p(eye)), m, second=W2)
+    D2 = unpack(_poly([hx[k][n:, :, 1 + d :] for k in range(m)] + [hx[m][:n, :, 1 + d :]], hb), d)
+    J = _poly([hx[k][n:, :, 1 : 1 + d] for k in range(m)] + [hx[m][:n, :, 1 : 1 + d]], hb)
     U = S.U
     AM = A[:, :, :, None].scale(S.M[:, None, :, :]).sum(axis=2)
-    Qn = A[:, :, :, None, None].scale(S.Q[:, None]).sum(axis=2) + _row_tensor(S.M, _p(H))
+    Qn = A[:, :, :, None, None].scale(S.Q[:, None]).sum(axis=2) + _p(HM)
     M2, Q2 = _mid(AM), _mid(Qn)
-    # the error box: the midpoints' rest, E1 = (M^T (D2 - H) M)(u, u) / 2 and
+    # the error box: the midpoints' rest, E1 = (D2M - HM)(u, u) / 2 and
     # E2 = eta^T D2 (M u + eta / 2) with eta = Q(u, u) / 2 + G e (third order)
     half = np.float64(0.5)
     z = (centre - _p(S.centre + _mid(inc))) + inc
     z = z + ((AM - _p(M2)) * U[:, None, :]).sum(axis=2)
     z = z + quadratic_hull(Qn - _p(Q2), U).scale_pos(half)
-    z = z + quadratic_hull(_row_tensor(S.M, D2 - _p(H)), U).scale_pos(half)
+    z = z + quadratic_hull(D2M - _p(HM), U).scale_pos(half)
     # the generators: two bounds of the same rest, intersected. (i) in the Lagrange form with
     # eta = Q(u, u)/2 + G e, G' = mid(A G); (ii) eta = Q(u, u)/2 only, G e by the mean value
-    # over X, N G e with N in J ⊇ D Phi_h(X) (the hyper-dual series' first-order parts)
+    # over X, N G e with N in J ⊇ D Phi_h(X)
     eta = quadratic_hull(_p(S.Q), U).scale_pos(half)
     MU = (U[:, None, :].scale(S.M)).sum(axis=2)
     z1, z2, G = z, z, S.G
     if G.shape[2]:
-        J = _poly([hv[k][n:, :, 1 : 1 + d] for k in range(m)] + [hv[m][:n, :, 1 : 1 + d]], hb)
         AG = A[:, :, :, None].scale(G[:, None, :, :]).sum(axis=2)
         JG = J[:, :, :, None].scale(G[:, None, :, :]).sum(axis=2)
         G = _mid(AG)

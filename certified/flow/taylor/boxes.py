@@ -9,7 +9,7 @@ remainder, rounding) become d new generators of G, carried by point matrices aft
 most 16 d, the smallest boxed). Neither the image of the box nor its curvature is wrapped step
 by step. Where a sub-box's enclosure is wider than ``ratio`` times its linear part
 ``|M| rad(U)``, it is bisected (across the input axis that contributes most to the image; a
-sub-box 64x past its linear part, or failed, across every axis at once) while the budget
+box 64x past its linear part, or failed, across six axes at once) while the budget
 ``max_splits`` lasts, worst first.
 
 Untrusted: the steps come from the engine run on the centres, each sub-box is advanced by the
@@ -257,11 +257,11 @@ def _bad(leaf: _Leaf, ratio: float) -> float:
 _tree = partition_tree  # one writer of hints.partition trees (flow/relu/_split.py)
 
 
-def _split(leaf: _Leaf, k: int, isotropic: bool = False) -> list[_Leaf] | None:
+def _split(leaf: _Leaf, k: int) -> list[_Leaf] | None:
     """2^k sub-boxes: halves across the input axis contributing most to the image (the longest
-    side if ``isotropic``: far from its linear part, the errors come from every axis), each
-    halved again across the next axis, k times (fewer when a side cannot be cut); None if none."""
-    w = leaf.hi - leaf.lo if leaf.weights is None or isotropic else leaf.weights
+    side for a failed leaf), each halved again across the next axis, k times (fewer when a side
+    cannot be cut); None if none."""
+    w = leaf.weights if leaf.weights is not None else leaf.hi - leaf.lo
     out = [leaf]
     for axis in np.argsort(-w, kind="stable")[:k]:
         parts = [_bisect(x, int(axis)) for x in out]
@@ -312,14 +312,14 @@ def split_smooth_boxes(
             room = min(max_splits - splits, most - len(leaves) - len(new))
             capped |= most - len(leaves) - len(new) < 1 <= max_splits - splits  # the file is full
             # far from its linear part: several axes at once (fewer rounds, same budget)
-            # (a leaf 64x past its linear part or failed: every axis at once, the longest sides
-            # first; on issue 18's tanh boxes of side 0.1 no split of 4 or 6 axes comes back,
-            # the 2^8 halves all do)
-            far = _bad(leaf, ratio) >= 64
-            k = 1 if _bad(leaf, ratio) < 4 * ratio else leaf.lo.size if far else 2
+            # (an input box 64x past its linear part or failed: six axes at once, three for a
+            # sub-box; issue 18's tanh boxes of side 0.1: 2^6 sub-boxes 4.6-12.8x, measured)
+            k = 1 if _bad(leaf, ratio) < 4 * ratio else 2
+            if _bad(leaf, ratio) >= 64:
+                k = 3 if leaf.path else min(leaf.lo.size, 6)
             while k > 1 and 2**k - 1 > room:
                 k -= 1
-            parts = _split(leaf, k, isotropic=far) if room > 0 else None
+            parts = _split(leaf, k) if room > 0 else None
             if parts is None:
                 continue
             leaves.remove(leaf)
