@@ -25,10 +25,11 @@ Reach (issue 18's instance, d = 8, T = 4, README for the measured table): the do
 0.005-0.01 (their error part C r wrapped at every step); the zonotopes (still checked) above
 side 0.02-0.05, their first-order spread term ``(J M - M') U`` overestimating the curvature
 ``D^2 Phi_h (M u, M u) / 2`` ~30x, quadratic in the side. Quadratic sets carry that term
-exactly: a tanh box of side 0.05 comes back at 4.5x its linear part without splits (zonotope
-2.3e13x). What limits them is the third-order rest, which grows with the hull (a tanh box of
-side 0.1 needs its 2^8 halves), and their cost: hyper-dual jets, about 5x a zonotope's step, so
-a file holds fewer sub-boxes (the checker's replay limit).
+exactly: a tanh box of side 0.05 comes back at 1.66x its linear part without splits (zonotope
+2.3e13x). What limits them is the third-order rest, boxed every step, which feeds back through
+the hull (a tanh box of side 0.1 needs 64 or more sub-boxes, some boxes more than a file
+holds), and their cost: two hyper-dual series a step, about 8x a zonotope's, so a file holds
+fewer sub-boxes (the checker's replay limit).
 """
 
 from __future__ import annotations
