@@ -255,42 +255,36 @@ def test_doubleton_is_tighter_than_lohner_sets_for_boxes():
     assert widths["doubleton"] < widths["lohner"] / 2, widths
 
 
-def test_zonotope_is_tighter_than_the_doubleton_at_the_users_size(monkeypatch):
-    """Issue 18's instance (d = 8, eight pieces of 1/2, tanh), three boxes of side 0.01, no
-    splits: the doubleton's error part C r is wrapped at every step (1.2-1.3x) and feeds the
-    spread of J, one box fails and the others are 5.4x and 19.5x their linear part; the
-    zonotope's error generators are carried by point matrices: all three within 1.5x."""
+def _users_size_ratios(monkeypatch, side: float, kinds) -> dict:
+    """Issue 18's instance (d = 8, eight pieces of 1/2, tanh), three boxes of the given side, no
+    splits: each box's width over its linear part, per kind of sets."""
     from certified.flow.bench_certificates import instance
     from certified.flow.taylor import boxes
 
     spec, X = instance("tanh", 0, 3)
     P = neural_field(Schedule.from_json(spec))
-    lo, hi = X - 0.005, X + 0.005
     ratios = {}
-    for kind in ("doubleton", "zonotope"):
+    for kind in kinds:
         monkeypatch.setattr(boxes, "SETS", kind)
-        split = split_smooth_boxes(P, lo, hi, max_splits=0)
+        split = split_smooth_boxes(P, X - side / 2, X + side / 2, max_splits=0)
+        assert split.sets == kind
         ratios[kind] = [split.ratio(i) if i in split.trees else np.inf for i in range(3)]
+    return ratios
+
+
+def test_zonotope_is_tighter_than_the_doubleton_at_the_users_size(monkeypatch):
+    """Boxes of side 0.01: the doubleton's error part C r is wrapped at every step (1.2-1.3x)
+    and feeds the spread of J, one box fails and the others are 5.4x and 19.5x their linear
+    part; the zonotope's error generators are carried by point matrices: all three within 1.5x."""
+    ratios = _users_size_ratios(monkeypatch, 0.01, ("doubleton", "zonotope"))
     assert max(ratios["zonotope"]) < 1.5 and min(ratios["doubleton"]) > 3, ratios
 
 
 def test_quadratic_sets_are_tighter_than_the_zonotope_at_the_users_size(monkeypatch):
-    """Issue 18's instance (d = 8, eight pieces of 1/2, tanh), three boxes of side 0.03, no
-    splits: the zonotope's first-order spread term makes them 2.8-5.6x their linear part, the
-    quadratic sets carry the curvature as a point tensor and leave third-order errors: 1.07-1.11x
-    (measured)."""
-    from certified.flow.bench_certificates import instance
-    from certified.flow.taylor import boxes
-
-    spec, X = instance("tanh", 0, 3)
-    P = neural_field(Schedule.from_json(spec))
-    lo, hi = X - 0.015, X + 0.015
-    ratios = {}
-    for kind in ("zonotope", "quadratic"):
-        monkeypatch.setattr(boxes, "SETS", kind)
-        split = split_smooth_boxes(P, lo, hi, max_splits=0)
-        assert split.sets == kind
-        ratios[kind] = [split.ratio(i) if i in split.trees else np.inf for i in range(3)]
+    """Boxes of side 0.03: the zonotope's first-order spread term makes them 2.8-5.6x their
+    linear part, the quadratic sets carry the curvature as a point tensor and leave third-order
+    errors: 1.07-1.11x (measured)."""
+    ratios = _users_size_ratios(monkeypatch, 0.03, ("zonotope", "quadratic"))
     assert max(ratios["quadratic"]) < 1.25 and min(ratios["zonotope"]) > 2.5, ratios
 
 
